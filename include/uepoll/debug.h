@@ -1,0 +1,37 @@
+/* uepoll debugging and testing hooks: live-object accounting for leak
+ * checks and the descriptor limit (uepoll's RLIMIT_NOFILE).
+ *
+ * These are not part of the epoll mirror; tests and tools use them.
+ */
+#ifndef UEPOLL_DEBUG_H_
+#define UEPOLL_DEBUG_H_
+
+#include <uepoll/uepoll.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct uepoll_live_counts {
+  long files;       /* open objects (sources, instances), any state */
+  long items;       /* epoll registrations */
+  long descriptors; /* installed descriptors */
+  long instances;   /* epoll instances not yet freed */
+};
+
+/* Fills *out with the current counts. Returns 0, or -1/EFAULT for NULL. */
+UEPOLL_API int uepoll_debug_live_counts(struct uepoll_live_counts *out);
+
+/* uepoll's own descriptor limit (the analogue of RLIMIT_NOFILE for uepoll
+ * descriptors): allocation past it fails EMFILE. Returns the previous limit,
+ * or -1/EINVAL when limit is < 1 or above the table's capacity. */
+UEPOLL_API long uepoll_debug_set_fd_limit(long limit);
+
+/* The capacity of the descriptor table (the largest accepted limit). */
+UEPOLL_API long uepoll_debug_fd_capacity(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* UEPOLL_DEBUG_H_ */

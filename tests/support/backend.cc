@@ -1,0 +1,50 @@
+#include "support/backend.h"
+
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <uepoll/debug.h>
+#include <uepoll/uepoll.h>
+
+namespace uepoll_test {
+namespace {
+
+int KFcntl(int fd, int cmd, long arg) { return ::fcntl(fd, cmd, arg); }
+int UFcntl(int fd, int cmd, long arg) { return uepoll_fcntl(fd, cmd, arg); }
+int KEventfd(unsigned int v, int f) { return ::eventfd(v, f); }
+
+long KSetLimit(long limit) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
+  long prev = static_cast<long>(rl.rlim_cur);
+  rl.rlim_cur = static_cast<rlim_t>(limit);
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
+  return prev;
+}
+
+const Backend kKernel = {
+    "kernel", true, ::epoll_create, ::epoll_create1, ::epoll_ctl,
+    ::epoll_wait, ::epoll_pwait, ::epoll_pwait2, KEventfd, ::pipe, ::pipe2,
+    ::socketpair, ::shutdown, ::read, ::write, ::close, ::dup, ::dup2, ::dup3,
+    KFcntl, ::poll, KSetLimit,
+    // Just below RLIMIT_NOFILE's usual soft limit: never open in the tests.
+    1000};
+
+const Backend kUepoll = {
+    "uepoll", false, uepoll_epoll_create, uepoll_epoll_create1,
+    uepoll_epoll_ctl, uepoll_epoll_wait, uepoll_epoll_pwait,
+    uepoll_epoll_pwait2, uepoll_eventfd, uepoll_pipe, uepoll_pipe2,
+    uepoll_socketpair, uepoll_shutdown, uepoll_read, uepoll_write,
+    uepoll_close, uepoll_dup, uepoll_dup2, uepoll_dup3, UFcntl, uepoll_poll,
+    uepoll_debug_set_fd_limit, UEPOLL_FD_BASE + 1000};
+
+}  // namespace
+
+const Backend& KernelBackend() { return kKernel; }
+const Backend& UepollBackend() { return kUepoll; }
+std::string BackendName(const Backend* b) { return b->name; }
+
+}  // namespace uepoll_test

@@ -1,0 +1,56 @@
+// The two backends every differential test runs on: the kernel (libc calls on
+// real descriptors) and uepoll. One table of function pointers each, with the
+// same signatures, so a test body is written once.
+#ifndef UEPOLL_TESTS_SUPPORT_BACKEND_H_
+#define UEPOLL_TESTS_SUPPORT_BACKEND_H_
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <string>
+
+namespace uepoll_test {
+
+struct Backend {
+  const char* name;  // "kernel" or "uepoll"
+  bool is_kernel;
+  int (*epoll_create)(int size);
+  int (*epoll_create1)(int flags);
+  int (*epoll_ctl)(int epfd, int op, int fd, struct epoll_event* ev);
+  int (*epoll_wait)(int epfd, struct epoll_event* evs, int max, int timeout);
+  int (*epoll_pwait)(int epfd, struct epoll_event* evs, int max, int timeout,
+                     const sigset_t* mask);
+  int (*epoll_pwait2)(int epfd, struct epoll_event* evs, int max,
+                      const struct timespec* timeout, const sigset_t* mask);
+  int (*eventfd)(unsigned int initval, int flags);
+  int (*pipe)(int fds[2]);
+  int (*pipe2)(int fds[2], int flags);
+  int (*socketpair)(int domain, int type, int protocol, int sv[2]);
+  int (*shutdown)(int fd, int how);
+  ssize_t (*read)(int fd, void* buf, size_t n);
+  ssize_t (*write)(int fd, const void* buf, size_t n);
+  int (*close)(int fd);
+  int (*dup)(int fd);
+  int (*dup2)(int oldfd, int newfd);
+  int (*dup3)(int oldfd, int newfd, int flags);
+  int (*fcntl)(int fd, int cmd, long arg);
+  int (*poll)(struct pollfd* fds, nfds_t n, int timeout);
+  // The descriptor limit: RLIMIT_NOFILE for the kernel, uepoll's own limit
+  // for uepoll. Returns the previous limit, or -1.
+  long (*set_fd_limit)(long limit);
+  // A descriptor number that is certainly not open on this backend.
+  int closed_fd;
+};
+
+const Backend& KernelBackend();
+const Backend& UepollBackend();
+
+// For INSTANTIATE_TEST_SUITE_P name generators.
+std::string BackendName(const Backend* b);
+
+}  // namespace uepoll_test
+
+#endif  // UEPOLL_TESTS_SUPPORT_BACKEND_H_
