@@ -5,6 +5,10 @@
 #define UEPOLL_TESTS_CONFORMANCE_HELPERS_H_
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <time.h>
 

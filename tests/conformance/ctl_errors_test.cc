@@ -1,0 +1,301 @@
+// SEMANTICS.md section 2: epoll_create and epoll_ctl errors, each in the
+// kernel's order of checks (the first failing check decides the errno), and
+// the descriptor limit.
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "conformance/helpers.h"
+
+namespace uepoll_test {
+namespace {
+
+class CtlErrors : public ConformanceTest {
+ protected:
+  // A regular file: the one descriptor kind epoll refuses to watch. Only
+  // the kernel has one; uepoll has no unpollable object.
+  int RegularFile() {
+    char path[] = "/tmp/uepoll_conf_XXXXXX";
+    int fd = mkstemp(path);
+    EXPECT_GE(fd, 0) << strerror(errno);
+    unlink(path);
+    return Track(fd);
+  }
+};
+
+constexpr int kUnknownOp = 17;
+
+TEST_P(CtlErrors, NullEventFailsEfault) {
+  int ep = Epoll();
+  int efd = Eventfd();
+  EXPECT_ERRNO(B().epoll_ctl(ep, EPOLL_CTL_ADD, efd, nullptr), EFAULT);
+  EXPECT_ERRNO(B().epoll_ctl(ep, EPOLL_CTL_MOD, efd, nullptr), EFAULT);
+  EXPECT_ERRNO(B().epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr), ENOENT);
+}
+
+TEST_P(CtlErrors, NullEventEfaultBeatsBadDescriptors) {
+  int c = B().closed_fd;
+  EXPECT_ERRNO(B().epoll_ctl(c, EPOLL_CTL_ADD, c, nullptr), EFAULT);
+  EXPECT_ERRNO(B().epoll_ctl(c, EPOLL_CTL_MOD, c - 1, nullptr), EFAULT);
+}
+
+TEST_P(CtlErrors, NullEventEfaultBeatsUnknownOp) {
+  int ep = Epoll();
+  int efd = Eventfd();
+  EXPECT_ERRNO(B().epoll_ctl(ep, kUnknownOp, efd, nullptr), EFAULT);
+  EXPECT_ERRNO(B().epoll_ctl(B().closed_fd, -1, B().closed_fd, nullptr),
+               EFAULT);
+}
+
+TEST_P(CtlErrors, DelIgnoresNullEvent) {
+  int ep = Epoll();
+  int efd = Eventfd(1);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLIN, 1), 0);
+  EXPECT_EQ(B().epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr), 0);
+  EXPECT_TRUE(Wait(ep).empty());
+  EXPECT_ERRNO(B().epoll_ctl(B().closed_fd, EPOLL_CTL_DEL, efd, nullptr),
+               EBADF);
+}
+
+TEST_P(CtlErrors, ClosedEpfdFailsEbadf) {
+  int efd = Eventfd();
+  EXPECT_ERRNO(Ctl(B().closed_fd, EPOLL_CTL_ADD, efd, EPOLLIN, 0), EBADF);
+}
+
+TEST_P(CtlErrors, ClosedTargetFailsEbadf) {
+  int ep = Epoll();
+  EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_ADD, B().closed_fd, EPOLLIN, 0), EBADF);
+  EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_ADD, -1, EPOLLIN, 0), EBADF);
+}
+
+TEST_P(CtlErrors, ClosedTargetEbadfBeatsNotAnEpoll) {
+  int efd = Eventfd();
+  EXPECT_ERRNO(Ctl(efd, EPOLL_CTL_ADD, B().closed_fd, EPOLLIN, 0), EBADF);
+}
+
+TEST_P(CtlErrors, UnpollableTargetFailsEperm) {
+  if (!IsKernel()) GTEST_SKIP() << "uepoll has no unpollable object";
+  int ep = Epoll();
+  int file = RegularFile();
+  EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_ADD, file, EPOLLIN, 0), EPERM);
+  EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_DEL, file, 0, 0), EPERM);
+}
+
+TEST_P(CtlErrors, UnpollableTargetEpermBeatsNotAnEpoll) {
+  if (!IsKernel()) GTEST_SKIP() << "uepoll has no unpollable object";
+  int efd = Eventfd();
+  int file = RegularFile();
+  EXPECT_ERRNO(Ctl(efd, EPOLL_CTL_ADD, file, EPOLLIN, 0), EPERM);
+}
+
+TEST_P(CtlErrors, EpfdNotAnEpollFailsEinval) {
+  int efd = Eventfd();
+  int other = Eventfd();
+  EXPECT_ERRNO(Ctl(efd, EPOLL_CTL_ADD, other, EPOLLIN, 0), EINVAL);
+  // Not ENOENT: the kind check comes before the item lookup.
+  EXPECT_ERRNO(Ctl(efd, EPOLL_CTL_MOD, other, EPOLLIN, 0), EINVAL);
+  EXPECT_ERRNO(B().epoll_ctl(efd, EPOLL_CTL_DEL, other, nullptr), EINVAL);
+}
+
+TEST_P(CtlErrors, AddInstanceToItselfFailsEinval) {
+  int ep = Epoll();
+  EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_ADD, ep, EPOLLIN, 0), EINVAL);
+}
+
+TEST_P(CtlErrors, AddDupOfInstanceToItselfFailsEinval) {
+  int ep = Epoll();
+  int d = Dup(ep);
+  EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_ADD, d, EPOLLIN, 0), EINVAL);
+  EXPECT_ERRNO(Ctl(d, EPOLL_CTL_ADD, ep, EPOLLIN, 0), EINVAL);
+}
+
+TEST_P(CtlErrors, ExclusiveWithAllowedBitsIsAccepted) {
+  int ep = Epoll();
+  int efd = Eventfd(1);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd,
+                EPOLLEXCLUSIVE | EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP |
+                    EPOLLET,
+                1),
+            0);
+  EXPECT_EQ(Wait(ep), (std::vector<Ev>{{kInOut, 1}}));
+}
+
+TEST_P(CtlErrors, ExclusiveWithOtherBitsFailsEinval) {
+  int ep = Epoll();
+  int efd = Eventfd();
+  for (uint32_t bit : {uint32_t(EPOLLPRI), uint32_t(EPOLLRDHUP),
+                       uint32_t(EPOLLONESHOT), uint32_t(EPOLLRDNORM),
+                       uint32_t(EPOLLWRNORM), 1u << 20}) {
+    EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLEXCLUSIVE | EPOLLIN | bit, 0),
+                 EINVAL);
+  }
+  // None of the refusals registered anything.
+  EXPECT_ERRNO(B().epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr), ENOENT);
+}
+
+TEST_P(CtlErrors, ExclusiveOnEpollTargetFailsEinval) {
+  int ep = Epoll();
+  int inner = Epoll();
+  EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_ADD, inner, EPOLLEXCLUSIVE | EPOLLIN, 0),
+               EINVAL);
+}
+
+TEST_P(CtlErrors, ExclusiveInModFailsEinvalBeforeLookup) {
+  int ep = Epoll();
+  int efd = Eventfd();
+  EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_MOD, efd, EPOLLEXCLUSIVE | EPOLLIN, 0),
+               EINVAL);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLIN, 1), 0);
+  EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_MOD, efd, EPOLLEXCLUSIVE | EPOLLIN, 2),
+               EINVAL);
+}
+
+TEST_P(CtlErrors, ExclusiveBitCheckBeatsEexist) {
+  int ep = Epoll();
+  int efd = Eventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLIN, 1), 0);
+  EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLEXCLUSIVE | EPOLLPRI, 2),
+               EINVAL);
+}
+
+TEST_P(CtlErrors, ModOfExclusiveItemFailsEinvalAndKeepsIt) {
+  int ep = Epoll();
+  int efd = Eventfd(1);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLEXCLUSIVE | EPOLLIN, 1), 0);
+  EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_MOD, efd, EPOLLOUT, 2), EINVAL);
+  EXPECT_EQ(Wait(ep), (std::vector<Ev>{{EPOLLIN, 1}}));
+  EXPECT_EQ(B().epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr), 0);
+}
+
+TEST_P(CtlErrors, AddOfExistingItemFailsEexistKeepingOriginalData) {
+  int ep = Epoll();
+  int efd = Eventfd(1);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLIN, 1), 0);
+  EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLOUT, 2), EEXIST);
+  EXPECT_EQ(Wait(ep), (std::vector<Ev>{{EPOLLIN, 1}}));
+}
+
+TEST_P(CtlErrors, ModOrDelOfMissingItemFailsEnoent) {
+  int ep = Epoll();
+  int efd = Eventfd();
+  EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_MOD, efd, EPOLLIN, 0), ENOENT);
+  EXPECT_ERRNO(B().epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr), ENOENT);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLIN, 0), 0);
+  ASSERT_EQ(B().epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr), 0);
+  EXPECT_ERRNO(B().epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr), ENOENT);
+}
+
+TEST_P(CtlErrors, UnknownOpFailsEinvalRegisteredOrNot) {
+  int ep = Epoll();
+  int efd = Eventfd(1);
+  EXPECT_ERRNO(Ctl(ep, kUnknownOp, efd, EPOLLIN, 0), EINVAL);
+  EXPECT_ERRNO(Ctl(ep, 0, efd, EPOLLIN, 0), EINVAL);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLIN, 1), 0);
+  EXPECT_ERRNO(Ctl(ep, kUnknownOp, efd, EPOLLOUT, 2), EINVAL);
+  EXPECT_EQ(Wait(ep), (std::vector<Ev>{{EPOLLIN, 1}}));
+}
+
+TEST_P(CtlErrors, UnknownOpCheckedAfterDescriptors) {
+  int ep = Epoll();
+  int efd = Eventfd();
+  EXPECT_ERRNO(Ctl(ep, kUnknownOp, B().closed_fd, EPOLLIN, 0), EBADF);
+  EXPECT_ERRNO(Ctl(efd, kUnknownOp, ep, EPOLLIN, 0), EINVAL);
+}
+
+TEST_P(CtlErrors, AddClosingACycleFailsEloop) {
+  int a = Epoll();
+  int b = Epoll();
+  ASSERT_EQ(Ctl(a, EPOLL_CTL_ADD, b, EPOLLIN, 0), 0);
+  EXPECT_ERRNO(Ctl(b, EPOLL_CTL_ADD, a, EPOLLIN, 0), ELOOP);
+}
+
+TEST_P(CtlErrors, ChainOfFiveInstancesAllowedSixthFailsEloop) {
+  int e[6];
+  for (int& x : e) x = Epoll();
+  // e4 -> e3 -> e2 -> e1 -> e0: four links, the most allowed.
+  for (int i = 1; i < 5; ++i)
+    ASSERT_EQ(Ctl(e[i], EPOLL_CTL_ADD, e[i - 1], EPOLLIN, 0), 0) << i;
+  EXPECT_ERRNO(Ctl(e[5], EPOLL_CTL_ADD, e[4], EPOLLIN, 0), ELOOP);
+  EXPECT_ERRNO(Ctl(e[0], EPOLL_CTL_ADD, e[5], EPOLLIN, 0), ELOOP);
+}
+
+TEST_P(CtlErrors, EpollCreateNonPositiveSizeFailsEinval) {
+  EXPECT_ERRNO(B().epoll_create(0), EINVAL);
+  EXPECT_ERRNO(B().epoll_create(-1), EINVAL);
+  int ep = Track(B().epoll_create(1));
+  EXPECT_GE(ep, 0);
+}
+
+TEST_P(CtlErrors, EpollCreate1UnknownFlagsFailEinval) {
+  EXPECT_ERRNO(B().epoll_create1(1), EINVAL);
+  EXPECT_ERRNO(B().epoll_create1(O_NONBLOCK), EINVAL);
+  EXPECT_ERRNO(B().epoll_create1(EPOLL_CLOEXEC | 2), EINVAL);
+}
+
+TEST_P(CtlErrors, EpollCreate1CloexecSetsFdCloexec) {
+  int plain = Epoll(0);
+  int cloexec = Epoll(EPOLL_CLOEXEC);
+  EXPECT_EQ(B().fcntl(plain, F_GETFD, 0), 0);
+  EXPECT_EQ(B().fcntl(cloexec, F_GETFD, 0), FD_CLOEXEC);
+}
+
+TEST_P(CtlErrors, ReadOrWriteOnEpollFdFailsEinval) {
+  int ep = Epoll();
+  char buf[8] = {};
+  EXPECT_ERRNO(B().read(ep, buf, sizeof buf), EINVAL);
+  EXPECT_ERRNO(B().write(ep, buf, sizeof buf), EINVAL);
+}
+
+// Lowers the descriptor limit for one test and always restores it.
+class FdLimit {
+ public:
+  FdLimit(const Backend& b, long limit) : b_(b), prev_(b.set_fd_limit(limit)) {}
+  ~FdLimit() {
+    if (prev_ > 0) b_.set_fd_limit(prev_);
+  }
+  bool ok() const { return prev_ > 0; }
+
+ private:
+  const Backend& b_;
+  long prev_;
+};
+
+TEST_P(CtlErrors, FullDescriptorTableFailsEmfileEverywhere) {
+  std::vector<int> fds;
+  {
+    FdLimit limit(B(), 64);
+    ASSERT_TRUE(limit.ok()) << strerror(errno);
+    for (int i = 0; i < 200; ++i) {
+      int fd = B().eventfd(0, 0);
+      if (fd < 0) {
+        EXPECT_EQ(errno, EMFILE);
+        break;
+      }
+      fds.push_back(Track(fd));
+    }
+    ASSERT_FALSE(fds.empty());
+    ASSERT_LT(fds.size(), 200u);
+    int sv[2];
+    EXPECT_ERRNO(B().epoll_create1(0), EMFILE);
+    EXPECT_ERRNO(B().epoll_create(1), EMFILE);
+    EXPECT_ERRNO(B().pipe(sv), EMFILE);
+    EXPECT_ERRNO(B().socketpair(AF_UNIX, SOCK_STREAM, 0, sv), EMFILE);
+    EXPECT_ERRNO(B().dup(fds[0]), EMFILE);
+    EXPECT_ERRNO(B().fcntl(fds[0], F_DUPFD, 0), EMFILE);
+    // One free slot: a pair still fails whole, a single descriptor fits.
+    ASSERT_EQ(Close(fds.back()), 0);
+    fds.pop_back();
+    EXPECT_ERRNO(B().pipe(sv), EMFILE);
+    EXPECT_ERRNO(B().socketpair(AF_UNIX, SOCK_STREAM, 0, sv), EMFILE);
+    int ep = Track(B().epoll_create1(0));
+    EXPECT_GE(ep, 0) << strerror(errno);
+  }
+  for (int fd : fds) ASSERT_EQ(Close(fd), 0);
+}
+
+UEPOLL_INSTANTIATE_BACKENDS(CtlErrors);
+
+}  // namespace
+}  // namespace uepoll_test
