@@ -1,0 +1,213 @@
+// No lost wakeups (SEMANTICS.md section 4): races between waits and the
+// operations that make items ready, repeated for a fixed number of rounds.
+// Every event is accounted for exactly once; a lost wakeup shows as a wait
+// that runs into its (generous) timeout.
+#include <array>
+#include <atomic>
+#include <barrier>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "support/fixture.h"
+#include "threads/waiter.h"
+
+namespace uepoll_test {
+namespace {
+
+constexpr uint64_t kStopData = ~uint64_t{0};
+
+class ThreadsRace : public BackendTest {
+ protected:
+  void Signal(int efd) {
+    uint64_t one = 1;
+    ASSERT_EQ(B().write(efd, &one, sizeof one), 8);
+  }
+};
+
+// MOD re-polls an ET item; a wait that starts while a MOD is in flight must
+// still see the readiness the MOD reported.
+TEST_P(ThreadsRace, ModRacingWaitLosesNoWakeup) {
+  constexpr int kRounds = 1000;
+  int ep = Epoll();
+  int src = Eventfd(1);  // always readable
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN | EPOLLET, 0), 0);
+  // turn == 1: the modifier's move; 0: the waiter's.
+  std::atomic<int> turn{0};
+  std::atomic<bool> quit{false};
+  const Backend* b = &B();
+  std::thread modifier([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      while (turn.load(std::memory_order_acquire) == 0) {
+        if (quit.load(std::memory_order_acquire)) return;
+        std::this_thread::yield();
+      }
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLET;
+      b->epoll_ctl(ep, EPOLL_CTL_MOD, src, &ev);
+      turn.store(0, std::memory_order_release);
+    }
+  });
+  int lost_round = -1;
+  for (int i = 0; i < kRounds; ++i) {
+    epoll_event ev;
+    if (B().epoll_wait(ep, &ev, 1, kWaitMs) != 1) {
+      lost_round = i;
+      break;
+    }
+    // Wait for the previous MOD to finish before arming the next, which then
+    // races the epoll_wait above on the next iteration.
+    while (turn.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    turn.store(1, std::memory_order_release);
+  }
+  quit = true;
+  modifier.join();
+  EXPECT_EQ(lost_round, -1);
+}
+
+// Ten ET items, ten waiters that each take one event per round and re-sleep:
+// every round's ten events reach ten different waiters, none is lost.
+TEST_P(ThreadsRace, TenEtWaitersResleepingAccountForEveryEvent) {
+  constexpr int kWaiters = 10;
+  constexpr int kRounds = 300;
+  int ep = Epoll();
+  std::array<int, kWaiters> efd;
+  for (int i = 0; i < kWaiters; ++i) {
+    efd[i] = Eventfd();
+    ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd[i], EPOLLIN | EPOLLET, i), 0);
+  }
+  const Backend* b = &B();
+  // Per waiter: the round it is about to wait in (announced just before the
+  // call), and the tid for the sleep check.
+  std::array<std::atomic<int>, kWaiters> entered{};
+  std::array<std::atomic<pid_t>, kWaiters> tids{};
+  std::array<std::atomic<int>, kWaiters> got{};  // per item, over all rounds
+  std::atomic<int> finished{0};                   // waits done this round
+  std::atomic<int> go{0};                          // round the main released
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kWaiters; ++t) {
+    threads.emplace_back([&, t] {
+      tids[t] = Gettid();
+      for (int round = 1; round <= kRounds; ++round) {
+        while (go.load(std::memory_order_acquire) < round) {
+          if (go.load(std::memory_order_acquire) < 0) return;
+          std::this_thread::yield();
+        }
+        entered[t].store(round, std::memory_order_release);
+        epoll_event ev;
+        int n = b->epoll_wait(ep, &ev, 1, kWaitMs);
+        uint64_t v = 0;
+        if (n != 1 || ev.data.u64 >= kWaiters ||
+            b->read(efd[ev.data.u64], &v, sizeof v) != 8 || v != 1) {
+          failures.fetch_add(1);
+        } else {
+          got[ev.data.u64].fetch_add(1);
+        }
+        finished.fetch_add(1, std::memory_order_acq_rel);
+      }
+    });
+  }
+  bool ok = true;
+  for (int round = 1; round <= kRounds && ok; ++round) {
+    finished = 0;
+    go.store(round, std::memory_order_release);
+    ok = Eventually([&] {
+      for (int t = 0; t < kWaiters; ++t)
+        if (entered[t].load(std::memory_order_acquire) != round ||
+            TaskState(tids[t].load()) != 'S')
+          return false;
+      return true;
+    });
+    if (!ok) {
+      ADD_FAILURE() << "round " << round << ": waiters did not park";
+      break;
+    }
+    for (int i = 0; i < kWaiters; ++i) Signal(efd[i]);
+    ok = Eventually([&] { return finished.load() == kWaiters; });
+    EXPECT_TRUE(ok) << "round " << round << ": lost wakeup";
+  }
+  if (!ok) go = -1;
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (int i = 0; i < kWaiters && ok; ++i) EXPECT_EQ(got[i].load(), kRounds);
+}
+
+// A short-timeout waiter keeps timing out next to a blocking one. A wakeup
+// handed to a waiter that is timing out must not be lost: every event is
+// received by exactly one of the two.
+TEST_P(ThreadsRace, TimedWaiterRacingBlockingWaiterLosesNothing) {
+  constexpr int kRounds = 300;
+  int ep = Epoll();
+  int src = Eventfd();
+  int stop = Eventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN | EPOLLET, 1), 0);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, stop, EPOLLIN, kStopData), 0);
+  const Backend* b = &B();
+  std::atomic<int> received{0};
+  std::atomic<int> errors{0};
+  auto loop = [&](int timeout_ms) {
+    for (;;) {
+      epoll_event ev;
+      int n = b->epoll_wait(ep, &ev, 1, timeout_ms);
+      if (n < 0) {
+        errors.fetch_add(1);
+        return;
+      }
+      if (n == 1 && ev.data.u64 == kStopData) return;
+      if (n == 0 && timeout_ms == kWaitMs) {
+        errors.fetch_add(1);  // the blocking waiter timed out
+        return;
+      }
+      received.fetch_add(n);
+    }
+  };
+  std::thread timed(loop, 1);
+  std::thread blocking(loop, kWaitMs);
+  for (int round = 1; round <= kRounds; ++round) {
+    Signal(src);
+    if (!Eventually([&] { return received.load() >= round; })) {
+      ADD_FAILURE() << "round " << round << ": event lost";
+      break;
+    }
+  }
+  Signal(stop);
+  timed.join();
+  blocking.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(received.load(), kRounds);
+}
+
+// Concurrent harvests of an always-ready LT item: each poller must find it,
+// even while another thread has it out of the ready list being reported.
+TEST_P(ThreadsRace, SixtyFourZeroTimeoutPollersNeverSeeZero) {
+  constexpr int kThreads = 64;
+  constexpr int kCalls = 200;
+  int ep = Epoll();
+  int src = Eventfd(1);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN, 5), 0);
+  const Backend* b = &B();
+  std::atomic<int> zeros{0};
+  std::atomic<int> errors{0};
+  std::barrier start(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      start.arrive_and_wait();
+      for (int i = 0; i < kCalls; ++i) {
+        epoll_event ev;
+        int n = b->epoll_wait(ep, &ev, 1, 0);
+        if (n == 0) zeros.fetch_add(1);
+        if (n < 0 || (n == 1 && ev.data.u64 != 5)) errors.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(zeros.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+}
+
+UEPOLL_INSTANTIATE_BACKENDS(ThreadsRace);
+
+}  // namespace
+}  // namespace uepoll_test

@@ -1,0 +1,259 @@
+// Which blocked waiters an event wakes (SEMANTICS.md section 4), on both
+// backends with one set of expectations.
+//
+// "Exactly one woke" is observed as "exactly one returned the event": a
+// waiter woken for nothing sleeps again, which only its return value could
+// show. So each test ends by releasing the waiters still blocked through a
+// separate level-triggered "stop" item and counts who returned what.
+#include <memory>
+#include <vector>
+
+#include "support/fixture.h"
+#include "threads/waiter.h"
+
+namespace uepoll_test {
+namespace {
+
+constexpr uint64_t kEventData = 1;
+constexpr uint64_t kOtherData = 2;
+constexpr uint64_t kStopData = 99;
+
+class ThreadsWakeup : public BackendTest {
+ protected:
+  void Signal(int efd) {
+    uint64_t one = 1;
+    ASSERT_EQ(B().write(efd, &one, sizeof one), 8);
+  }
+
+  // A waiter making one epoll_wait on ep (maxevents max, bounded timeout).
+  std::unique_ptr<Waiter> StartWaiter(int ep, int max = 1) {
+    const Backend* b = &B();
+    return std::make_unique<Waiter>([b, ep, max](epoll_event* ev) {
+      return b->epoll_wait(ep, ev, max, kWaitMs);
+    });
+  }
+
+  std::vector<std::unique_ptr<Waiter>> StartWaiters(int n, int ep) {
+    std::vector<std::unique_ptr<Waiter>> ws;
+    for (int i = 0; i < n; ++i) ws.push_back(StartWaiter(ep));
+    return ws;
+  }
+
+  static int CountDone(const std::vector<std::unique_ptr<Waiter>>& ws) {
+    int n = 0;
+    for (auto& w : ws) n += w->Done();
+    return n;
+  }
+
+  // How many finished waiters returned exactly one event carrying data.
+  static int CountGot(const std::vector<std::unique_ptr<Waiter>>& ws,
+                      uint64_t data) {
+    int n = 0;
+    for (auto& w : ws)
+      n += w->Done() && w->result() == 1 && w->event(0).data.u64 == data;
+    return n;
+  }
+};
+
+TEST_P(ThreadsWakeup, EtEventWakesExactlyOneOfNWaiters) {
+  constexpr int kWaiters = 4;
+  int ep = Epoll();
+  int src = Eventfd();
+  int stop = Eventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN | EPOLLET, kEventData), 0);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, stop, EPOLLIN, kStopData), 0);
+  auto ws = StartWaiters(kWaiters, ep);
+  for (auto& w : ws) ASSERT_TRUE(w->Parked());
+
+  Signal(src);
+  ASSERT_TRUE(Eventually([&] { return CountDone(ws) >= 1; }));
+  Signal(stop);
+  for (auto& w : ws) ASSERT_TRUE(w->WaitDone());
+  EXPECT_EQ(CountGot(ws, kEventData), 1);
+  EXPECT_EQ(CountGot(ws, kStopData), kWaiters - 1);
+}
+
+// The harvester re-queues the LT item and so hands the wakeup on.
+TEST_P(ThreadsWakeup, LtEventWakesEveryWaiterInTurn) {
+  constexpr int kWaiters = 4;
+  int ep = Epoll();
+  int src = Eventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN, kEventData), 0);
+  auto ws = StartWaiters(kWaiters, ep);
+  for (auto& w : ws) ASSERT_TRUE(w->Parked());
+
+  Signal(src);
+  for (auto& w : ws) ASSERT_TRUE(w->WaitDone());
+  EXPECT_EQ(CountGot(ws, kEventData), kWaiters);
+}
+
+TEST_P(ThreadsWakeup, TwoEtItemsReadyTogetherWakeTwoWaiters) {
+  constexpr int kWaiters = 3;
+  int ep = Epoll();
+  int a = Eventfd();
+  int b = Eventfd();
+  int stop = Eventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, a, EPOLLIN | EPOLLET, kEventData), 0);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, b, EPOLLIN | EPOLLET, kOtherData), 0);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, stop, EPOLLIN, kStopData), 0);
+  auto ws = StartWaiters(kWaiters, ep);
+  for (auto& w : ws) ASSERT_TRUE(w->Parked());
+
+  Signal(a);
+  Signal(b);
+  ASSERT_TRUE(Eventually([&] { return CountDone(ws) >= 2; }));
+  Signal(stop);
+  for (auto& w : ws) ASSERT_TRUE(w->WaitDone());
+  EXPECT_EQ(CountGot(ws, kEventData), 1);
+  EXPECT_EQ(CountGot(ws, kOtherData), 1);
+  EXPECT_EQ(CountGot(ws, kStopData), kWaiters - 2);
+}
+
+TEST_P(ThreadsWakeup, SameSourceInNInstancesWakesAll) {
+  constexpr int kInstances = 3;
+  int src = Eventfd();
+  std::vector<std::unique_ptr<Waiter>> ws;
+  for (int i = 0; i < kInstances; ++i) {
+    int ep = Epoll();
+    ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN | EPOLLET, kEventData), 0);
+    ws.push_back(StartWaiter(ep));
+  }
+  for (auto& w : ws) ASSERT_TRUE(w->Parked());
+
+  Signal(src);
+  for (auto& w : ws) ASSERT_TRUE(w->WaitDone());
+  EXPECT_EQ(CountGot(ws, kEventData), kInstances);
+}
+
+// The contract is "one or more"; the kernel wakes exactly one when every
+// instance has a waiter, and uepoll must match it.
+TEST_P(ThreadsWakeup, ExclusiveOnEveryRegistrationWakesExactlyOne) {
+  constexpr int kInstances = 3;
+  int src = Eventfd();
+  int stop = Eventfd();
+  std::vector<std::unique_ptr<Waiter>> ws;
+  for (int i = 0; i < kInstances; ++i) {
+    int ep = Epoll();
+    ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN | EPOLLEXCLUSIVE,
+                  kEventData), 0);
+    ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, stop, EPOLLIN, kStopData), 0);
+    ws.push_back(StartWaiter(ep));
+  }
+  for (auto& w : ws) ASSERT_TRUE(w->Parked());
+
+  Signal(src);
+  ASSERT_TRUE(Eventually([&] { return CountDone(ws) >= 1; }));
+  Signal(stop);
+  for (auto& w : ws) ASSERT_TRUE(w->WaitDone());
+  EXPECT_EQ(CountGot(ws, kEventData), 1);
+  EXPECT_EQ(CountGot(ws, kStopData), kInstances - 1);
+}
+
+// Without EXCLUSIVE on one of them, that instance is woken as well.
+TEST_P(ThreadsWakeup, NonExclusiveRegistrationIsAlwaysWoken) {
+  int src = Eventfd();
+  int stop = Eventfd();
+  int ex = Epoll();
+  int plain = Epoll();
+  ASSERT_EQ(Ctl(ex, EPOLL_CTL_ADD, src, EPOLLIN | EPOLLEXCLUSIVE, kEventData),
+            0);
+  ASSERT_EQ(Ctl(ex, EPOLL_CTL_ADD, stop, EPOLLIN, kStopData), 0);
+  ASSERT_EQ(Ctl(plain, EPOLL_CTL_ADD, src, EPOLLIN, kOtherData), 0);
+  auto w_ex = StartWaiter(ex);
+  auto w_plain = StartWaiter(plain);
+  ASSERT_TRUE(w_ex->Parked());
+  ASSERT_TRUE(w_plain->Parked());
+
+  Signal(src);
+  ASSERT_TRUE(w_plain->WaitDone());
+  ASSERT_TRUE(w_ex->WaitDone());
+  EXPECT_EQ(w_plain->result(), 1);
+  EXPECT_EQ(w_plain->event(0).data.u64, kOtherData);
+  EXPECT_EQ(w_ex->result(), 1);
+  EXPECT_EQ(w_ex->event(0).data.u64, kEventData);
+}
+
+TEST_P(ThreadsWakeup, AddOfReadySourceWakesBlockedWaiter) {
+  int ep = Epoll();
+  int src = Eventfd();
+  Signal(src);
+  auto w = StartWaiter(ep);
+  ASSERT_TRUE(w->Parked());
+
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN, kEventData), 0);
+  ASSERT_TRUE(w->WaitDone());
+  EXPECT_EQ(w->result(), 1);
+  EXPECT_EQ(w->event(0).data.u64, kEventData);
+  EXPECT_EQ(w->event(0).events, static_cast<uint32_t>(EPOLLIN));
+}
+
+// A fresh eventfd is writable but not readable: MOD from IN to OUT makes the
+// item ready without any write.
+TEST_P(ThreadsWakeup, ModMakingItemReadyWakesWaiter) {
+  int ep = Epoll();
+  int src = Eventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN, kEventData), 0);
+  auto w = StartWaiter(ep);
+  ASSERT_TRUE(w->Parked());
+
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_MOD, src, EPOLLOUT, kOtherData), 0);
+  ASSERT_TRUE(w->WaitDone());
+  EXPECT_EQ(w->result(), 1);
+  EXPECT_EQ(w->event(0).data.u64, kOtherData);
+  EXPECT_EQ(w->event(0).events, static_cast<uint32_t>(EPOLLOUT));
+}
+
+// The wait holds its own reference to the instance: closing the descriptor
+// removes neither the instance nor its items under the waiter's feet.
+TEST_P(ThreadsWakeup, CloseOfEpollFdDoesNotDisturbWaiter) {
+  int ep = Epoll();
+  int src = Eventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN, kEventData), 0);
+  auto w = StartWaiter(ep);
+  ASSERT_TRUE(w->Parked());
+
+  ASSERT_EQ(Close(ep), 0);
+  ASSERT_TRUE(w->Parked()) << "close() woke the waiter";
+  Signal(src);
+  ASSERT_TRUE(w->WaitDone());
+  EXPECT_EQ(w->result(), 1);
+  EXPECT_EQ(w->event(0).data.u64, kEventData);
+}
+
+// The event is stolen by a timeout-0 wait between the waiter's wakeup and its
+// harvest whenever the race goes that way; the waiter must then sleep on, not
+// return 0. Which way each round goes is up to the scheduler, so every round
+// accounts for its event exactly once either way.
+TEST_P(ThreadsWakeup, WaiterWhoseEventWasStolenKeepsWaiting) {
+  constexpr int kRounds = 200;
+  int ep = Epoll();
+  int src = Eventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN | EPOLLET, kEventData), 0);
+  int stolen = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    auto w = StartWaiter(ep);
+    ASSERT_TRUE(w->Parked()) << "round " << round;
+    Signal(src);
+    epoll_event ev;
+    int n = B().epoll_wait(ep, &ev, 1, 0);
+    ASSERT_GE(n, 0);
+    if (n == 1) {
+      ++stolen;
+      // The waiter was woken for an event it cannot have: it must go back to
+      // sleep and take the next one.
+      ASSERT_TRUE(w->Parked()) << "round " << round << ": returned "
+                               << w->result();
+      Signal(src);
+    }
+    ASSERT_TRUE(w->WaitDone());
+    ASSERT_EQ(w->result(), 1) << "round " << round;
+    ASSERT_EQ(w->event(0).data.u64, kEventData);
+    ASSERT_EQ(B().epoll_wait(ep, &ev, 1, 0), 0) << "event reported twice";
+  }
+  RecordProperty("stolen_rounds", stolen);
+}
+
+UEPOLL_INSTANTIATE_BACKENDS(ThreadsWakeup);
+
+}  // namespace
+}  // namespace uepoll_test
