@@ -1,0 +1,116 @@
+#include <uepoll/uepoll.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <uepoll/instance.hpp>
+
+#include "cxx/error.h"
+
+namespace uepoll {
+namespace {
+
+// The kernel's EP_MAX_EVENTS: a larger maxevents fails EINVAL. A larger
+// span is not an error here; it is just not filled past this.
+constexpr std::size_t kMaxEvents = INT_MAX / sizeof(epoll_event);
+
+int ToTimeoutMs(std::chrono::milliseconds timeout) noexcept {
+  if (timeout.count() < 0) return -1;
+  if (timeout.count() > INT_MAX) return INT_MAX;
+  return static_cast<int>(timeout.count());
+}
+
+void Ctl(int epfd, int op, int fd, std::uint32_t events, std::uint64_t data,
+         std::error_code& ec) noexcept {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = data;
+  detail::Check(uepoll_epoll_ctl(epfd, op, fd, &ev), ec);
+}
+
+// sigmask null: epoll_wait; otherwise epoll_pwait.
+std::span<epoll_event> Wait(int epfd, std::span<epoll_event> events,
+                            std::chrono::milliseconds timeout,
+                            const sigset_t* sigmask,
+                            std::error_code& ec) noexcept {
+  int max = static_cast<int>(std::min(events.size(), kMaxEvents));
+  int ms = ToTimeoutMs(timeout);
+  int n = sigmask == nullptr
+              ? uepoll_epoll_wait(epfd, events.data(), max, ms)
+              : uepoll_epoll_pwait(epfd, events.data(), max, ms, sigmask);
+  if (detail::Check(n, ec) < 0) return {};
+  return events.first(static_cast<std::size_t>(n));
+}
+
+}  // namespace
+
+Instance Instance::create(int flags) {
+  return detail::OrThrow("uepoll_epoll_create1", [&](std::error_code& ec) {
+    return create(flags, ec);
+  });
+}
+
+Instance Instance::create(int flags, std::error_code& ec) noexcept {
+  return Instance(Fd(detail::Check(uepoll_epoll_create1(flags), ec)));
+}
+
+void Instance::add(int fd, std::uint32_t events, std::uint64_t data) {
+  detail::OrThrow("uepoll_epoll_ctl(EPOLL_CTL_ADD)",
+                  [&](std::error_code& ec) { add(fd, events, data, ec); });
+}
+
+void Instance::add(int fd, std::uint32_t events, std::uint64_t data,
+                   std::error_code& ec) noexcept {
+  Ctl(get(), EPOLL_CTL_ADD, fd, events, data, ec);
+}
+
+void Instance::modify(int fd, std::uint32_t events, std::uint64_t data) {
+  detail::OrThrow("uepoll_epoll_ctl(EPOLL_CTL_MOD)",
+                  [&](std::error_code& ec) { modify(fd, events, data, ec); });
+}
+
+void Instance::modify(int fd, std::uint32_t events, std::uint64_t data,
+                      std::error_code& ec) noexcept {
+  Ctl(get(), EPOLL_CTL_MOD, fd, events, data, ec);
+}
+
+void Instance::remove(int fd) {
+  detail::OrThrow("uepoll_epoll_ctl(EPOLL_CTL_DEL)",
+                  [&](std::error_code& ec) { remove(fd, ec); });
+}
+
+void Instance::remove(int fd, std::error_code& ec) noexcept {
+  // A non-null event: kernels before 2.6.9 required one, and it costs
+  // nothing.
+  Ctl(get(), EPOLL_CTL_DEL, fd, 0, 0, ec);
+}
+
+std::span<epoll_event> Instance::wait(std::span<epoll_event> events,
+                                      std::chrono::milliseconds timeout) {
+  return detail::OrThrow("uepoll_epoll_wait", [&](std::error_code& ec) {
+    return wait(events, timeout, ec);
+  });
+}
+
+std::span<epoll_event> Instance::wait(std::span<epoll_event> events,
+                                      std::chrono::milliseconds timeout,
+                                      std::error_code& ec) noexcept {
+  return Wait(get(), events, timeout, nullptr, ec);
+}
+
+std::span<epoll_event> Instance::pwait(std::span<epoll_event> events,
+                                       std::chrono::milliseconds timeout,
+                                       const sigset_t& sigmask) {
+  return detail::OrThrow("uepoll_epoll_pwait", [&](std::error_code& ec) {
+    return pwait(events, timeout, sigmask, ec);
+  });
+}
+
+std::span<epoll_event> Instance::pwait(std::span<epoll_event> events,
+                                       std::chrono::milliseconds timeout,
+                                       const sigset_t& sigmask,
+                                       std::error_code& ec) noexcept {
+  return Wait(get(), events, timeout, &sigmask, ec);
+}
+
+}  // namespace uepoll

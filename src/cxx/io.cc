@@ -1,0 +1,21 @@
+#include "cxx/io.h"
+
+#include <uepoll/uepoll.h>
+
+#include "cxx/error.h"
+
+namespace uepoll::detail {
+
+std::size_t ReadSome(int fd, std::span<std::byte> buf,
+                     std::error_code& ec) noexcept {
+  ssize_t n = Check(uepoll_read(fd, buf.data(), buf.size()), ec);
+  return n < 0 ? 0 : static_cast<std::size_t>(n);
+}
+
+std::size_t WriteSome(int fd, std::span<const std::byte> buf,
+                      std::error_code& ec) noexcept {
+  ssize_t n = Check(uepoll_write(fd, buf.data(), buf.size()), ec);
+  return n < 0 ? 0 : static_cast<std::size_t>(n);
+}
+
+}  // namespace uepoll::detail

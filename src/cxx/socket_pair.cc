@@ -1,0 +1,24 @@
+#include <uepoll/uepoll.h>
+
+#include <uepoll/socket_pair.hpp>
+
+#include "cxx/error.h"
+
+namespace uepoll {
+
+SocketPair SocketPair::create(int flags) {
+  return detail::OrThrow("uepoll_socketpair", [&](std::error_code& ec) {
+    return create(flags, ec);
+  });
+}
+
+SocketPair SocketPair::create(int flags, std::error_code& ec) noexcept {
+  int sv[2] = {-1, -1};
+  if (detail::Check(uepoll_socketpair(AF_UNIX, SOCK_STREAM | flags, 0, sv),
+                    ec) < 0) {
+    return {};
+  }
+  return SocketPair{Socket(Fd(sv[0])), Socket(Fd(sv[1]))};
+}
+
+}  // namespace uepoll
