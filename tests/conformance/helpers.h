@@ -5,6 +5,8 @@
 #define UEPOLL_TESTS_CONFORMANCE_HELPERS_H_
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -50,6 +52,25 @@ inline int64_t MonotonicNs() {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Runs fn with SIGPIPE blocked and reports whether it left SIGPIPE pending;
+// a pending SIGPIPE is consumed so that it cannot reach a later test.
+template <class F>
+bool RaisesSigpipe(F fn) {
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  fn();
+  sigset_t pending;
+  sigpending(&pending);
+  bool raised = sigismember(&pending, SIGPIPE) == 1;
+  struct timespec zero {};
+  while (sigtimedwait(&pipe_set, nullptr, &zero) == SIGPIPE) {
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return raised;
 }
 
 // For checks where only the set of reported items matters.
