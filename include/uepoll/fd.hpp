@@ -15,6 +15,7 @@
 
 #include <concepts>
 #include <system_error>
+
 #include <uepoll/config.hpp>
 
 namespace uepoll {
@@ -61,7 +62,7 @@ class UEPOLL_CXX_API Fd {
   }
 
   // Closes the current descriptor (ignoring errors, as the destructor does)
-  // and adopts fd.
+  // and adopts fd. reset(get()) changes nothing.
   void reset(int fd = -1) noexcept;
 
   // Closes the descriptor and reports close's error. The handle is empty

@@ -1,14 +1,14 @@
-#include <uepoll/uepoll.h>
-
 #include <uepoll/fd.hpp>
+#include <uepoll/uepoll.h>
 
 #include "cxx/error.h"
 
 namespace uepoll {
 
 void Fd::reset(int fd) noexcept {
+  // reset(get()) keeps the descriptor rather than adopting a closed number.
   // Errors ignored: see ~Fd.
-  if (fd_ >= 0) (void)uepoll_close(fd_);
+  if (fd_ >= 0 && fd_ != fd) (void)uepoll_close(fd_);
   fd_ = fd;
 }
 
