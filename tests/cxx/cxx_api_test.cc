@@ -2,10 +2,8 @@
 // RAII close), both error forms of each fallible call, and waits into a
 // span. Each test ends with the fixture's leak check, after the test body
 // has destroyed its handles.
-#include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
-#include <uepoll/debug.h>
 
 #include <array>
 #include <cerrno>
@@ -16,8 +14,12 @@
 #include <system_error>
 #include <thread>
 #include <type_traits>
-#include <uepoll/uepoll.hpp>
 #include <utility>
+
+#include <gtest/gtest.h>
+
+#include <uepoll/debug.h>
+#include <uepoll/uepoll.hpp>
 
 #include "support/fixture.h"
 
@@ -200,6 +202,14 @@ TEST_F(CxxFd, ResetClosesAndAdopts) {
   a.reset();
   EXPECT_FALSE(a);
   EXPECT_EQ(Descriptors(), 0);
+}
+
+TEST_F(CxxFd, ResetToItsOwnDescriptorKeepsIt) {
+  Fd a = EventFd::create(2, EFD_NONBLOCK).release();
+  a.reset(a.get());
+  EXPECT_EQ(Descriptors(), 1);
+  EventFd e(std::move(a));
+  EXPECT_EQ(e.read(), 2u);
 }
 
 TEST_F(CxxFd, DupSharesTheObjectAndOutlivesTheOriginal) {
@@ -452,6 +462,62 @@ TEST_F(CxxInstance, PwaitReturnsEventsAndRestoresTheSignalMask) {
   for (int sig = 1; sig < SIGRTMIN; ++sig) {
     EXPECT_EQ(sigismember(&before, sig), sigismember(&after, sig)) << sig;
   }
+}
+
+// Installs a counting handler for sig and blocks it; restores the handler
+// and the mask, and drops a still-pending sig, on destruction.
+volatile sig_atomic_t g_signals = 0;
+class BlockedSignal {
+ public:
+  explicit BlockedSignal(int sig) : sig_(sig) {
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { g_signals = g_signals + 1; };
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig_, &sa, &old_action_);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, sig_);
+    pthread_sigmask(SIG_BLOCK, &only, &old_mask_);
+    g_signals = 0;
+  }
+  ~BlockedSignal() {
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, sig_);
+    struct timespec zero {};
+    while (sigtimedwait(&only, nullptr, &zero) == sig_) {
+    }
+    sigaction(sig_, &old_action_, nullptr);
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+  BlockedSignal(const BlockedSignal&) = delete;
+  BlockedSignal& operator=(const BlockedSignal&) = delete;
+
+ private:
+  int sig_;
+  struct sigaction old_action_ {};
+  sigset_t old_mask_;
+};
+
+TEST_F(CxxInstance, PwaitMaskLetsAPendingSignalInterruptWithEintr) {
+  Instance ep = Instance::create();
+  BlockedSignal blocked(SIGUSR1);
+  sigset_t none;
+  sigemptyset(&none);
+  std::array<epoll_event, 1> buf{};
+
+  // Pending before the call, so the wait cannot block: the mask that
+  // pwait installs unblocks it.
+  ASSERT_EQ(raise(SIGUSR1), 0);
+  EXPECT_EQ(ThrownCode([&] { (void)ep.pwait(buf, Instance::kForever, none); }),
+            Errno(EINTR));
+  EXPECT_EQ(g_signals, 1);
+
+  ASSERT_EQ(raise(SIGUSR1), 0);
+  std::error_code ec = Stale();
+  EXPECT_TRUE(ep.pwait(buf, Instance::kForever, none, ec).empty());
+  EXPECT_EQ(ec, Errno(EINTR));
+  EXPECT_EQ(g_signals, 2);
 }
 
 TEST_F(CxxInstance, PwaitOnEmptyInstanceFailsEbadf) {
