@@ -1,0 +1,71 @@
+// Mutex: a small futex-based lock (Drepper's three-state mutex) with a short
+// spin before sleeping.
+//
+// Why not std::mutex: the uncontended path here is one inlined CAS and one
+// exchange, and the type carries clang's capability annotations. Contended
+// waiters sleep in FUTEX_WAIT, so a preempted holder costs a sleep, not a
+// spinning core (the machine may run 64 threads on 2 cores).
+//
+// States: 0 unlocked, 1 locked without waiters, 2 locked with (maybe) waiters.
+// Memory order: Lock's successful CAS/exchange is an acquire that pairs with
+// the release in Unlock, so everything written under the lock is visible to
+// the next holder.
+#ifndef UEPOLL_SRC_BASE_MUTEX_H_
+#define UEPOLL_SRC_BASE_MUTEX_H_
+
+#include <atomic>
+
+#include "base/thread_annotations.h"
+
+namespace uepoll::impl {
+
+class CAPABILITY("mutex") Mutex {
+ public:
+  Mutex() = default;
+  Mutex(const Mutex&) = delete;
+  Mutex& operator=(const Mutex&) = delete;
+
+  void Lock() ACQUIRE() {
+    int expected = 0;
+    if (!state_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
+                                        std::memory_order_relaxed)) {
+      LockSlow();
+    }
+  }
+  bool TryLock() TRY_ACQUIRE(true) {
+    int expected = 0;
+    return state_.compare_exchange_strong(expected, 1,
+                                          std::memory_order_acquire,
+                                          std::memory_order_relaxed);
+  }
+  void Unlock() RELEASE() {
+    if (state_.exchange(0, std::memory_order_release) == 2) Wake();
+  }
+  // For assertions only: true if somebody holds the lock.
+  bool IsLockedForDebug() const {
+    return state_.load(std::memory_order_relaxed) != 0;
+  }
+  void AssertHeld() const UEPOLL_TSA(assert_capability(this)) {}
+
+ private:
+  void LockSlow();
+  void Wake();
+  std::atomic<int> state_{0};
+};
+
+class SCOPED_CAPABILITY MutexLock {
+ public:
+  explicit MutexLock(Mutex& mu) ACQUIRE(mu) : mu_(mu) { mu_.Lock(); }
+  ~MutexLock() RELEASE() { mu_.Unlock(); }
+  MutexLock(const MutexLock&) = delete;
+  MutexLock& operator=(const MutexLock&) = delete;
+
+ private:
+  Mutex& mu_;
+};
+
+inline void CpuRelax() { __builtin_ia32_pause(); }
+
+}  // namespace uepoll::impl
+
+#endif  // UEPOLL_SRC_BASE_MUTEX_H_

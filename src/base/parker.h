@@ -1,0 +1,82 @@
+// Parker: how a uepoll thread sleeps and is woken.
+//
+// Why a per-thread eventfd and ppoll/read rather than a futex: the kernel's
+// epoll_wait fails EINTR when a handled signal arrives, even under
+// SA_RESTART, and epoll_pwait installs its signal mask atomically for the
+// sleep. A futex wait gives neither (it is restarted under SA_RESTART and
+// takes no mask). ppoll on an eventfd gives both: it is never restarted and it
+// swaps the mask atomically. Blocking I/O (a blocking read of an empty pipe)
+// sleeps in read() on the same eventfd instead, which the kernel restarts
+// under SA_RESTART and fails EINTR otherwise - exactly what a blocking read
+// of a kernel pipe does.
+//
+// Only sleeping and waking cost a syscall. A waker that finds the thread not
+// yet asleep just flips the state word.
+//
+// States of state_ (the protocol of a thread parker):
+//   kEmpty    no token, not sleeping
+//   kNotified a wake arrived; the next Park consumes it and returns at once
+//   kParked   the owner is (about to be) asleep in the kernel
+// Park:   Empty -> Parked (or consume Notified), sleep, then -> Empty.
+// Unpark: any -> Notified; if it was Parked, write the eventfd.
+// A wake whose eventfd write lands after the owner already returned leaves a
+// stale count; the next sleep then returns early, finds no token and sleeps
+// again: spurious wakeups are absorbed here, never seen by callers.
+//
+// Lifetime: a Parker is thread_local. Wakers only call Unpark while holding
+// the lock of the queue the owner's wait entry is on; the owner removes its
+// entry under that lock before returning, so no Unpark can touch a Parker of
+// a thread that has left its wait.
+#ifndef UEPOLL_SRC_BASE_PARKER_H_
+#define UEPOLL_SRC_BASE_PARKER_H_
+
+#include <signal.h>
+
+#include <atomic>
+
+#include "base/deadline.h"
+
+namespace uepoll::impl {
+
+class Parker {
+ public:
+  enum class Result { kWoken, kTimedOut, kInterrupted };
+
+  // The calling thread's parker.
+  static Parker& Current();
+
+  // Sleeps until Unpark, the deadline, or a handled signal (EINTR semantics
+  // of epoll_wait: never restarted). With mask, it is installed atomically
+  // for the sleep, as ppoll and epoll_pwait do. spin_ns > 0 first spins that
+  // long waiting for a token (the spin-before-sleep budget).
+  Result Park(const Deadline& deadline, const sigset_t* mask,
+              int64_t spin_ns = 0);
+
+  // Sleeps until Unpark or a handled signal, with blocking read()'s
+  // restart semantics: kInterrupted only for handlers without SA_RESTART.
+  Result ParkIo();
+
+  void Unpark();
+
+  Parker();
+  ~Parker();
+  Parker(const Parker&) = delete;
+  Parker& operator=(const Parker&) = delete;
+
+ private:
+  static constexpr int kEmpty = 0;
+  static constexpr int kNotified = 1;
+  static constexpr int kParked = -1;
+
+  bool EnsureFd();
+  void Drain();
+  Result SleepFutex(const Deadline& deadline);
+
+  std::atomic<int> state_{kEmpty};
+  int efd_ = -1;  // created on first sleep; -1 if that failed (futex fallback)
+  bool fd_failed_ = false;
+};
+
+}  // namespace uepoll::impl
+
+#endif  // UEPOLL_SRC_BASE_PARKER_H_

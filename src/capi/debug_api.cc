@@ -1,0 +1,28 @@
+// uepoll/debug.h: live-object counts and the descriptor limit.
+#include <uepoll/debug.h>
+
+#include "capi/errors.h"
+#include "core/fd_table.h"
+#include "core/live.h"
+
+using uepoll::impl::FdTable;
+using uepoll::impl::Live;
+
+extern "C" {
+
+int uepoll_debug_live_counts(struct uepoll_live_counts *out) {
+  if (!out) return uepoll::impl::ToErrno(-EFAULT);
+  out->files = Live::files.load(std::memory_order_relaxed);
+  out->items = Live::items.load(std::memory_order_relaxed);
+  out->descriptors = Live::descriptors.load(std::memory_order_relaxed);
+  out->instances = Live::instances.load(std::memory_order_relaxed);
+  return 0;
+}
+
+long uepoll_debug_set_fd_limit(long limit) {
+  return uepoll::impl::ToErrno(FdTable::Get().SetLimit(limit));
+}
+
+long uepoll_debug_fd_capacity(void) { return FdTable::kCapacity; }
+
+}  // extern "C"

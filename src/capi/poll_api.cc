@@ -1,0 +1,104 @@
+// uepoll_poll: poll(2) over uepoll descriptors.
+//
+// Like the kernel's do_poll: a first pass that needs no wait entry (the
+// common, already-ready case), then a pass that hooks an entry on every
+// object's queue and re-polls, so that a wakeup between the two cannot be
+// lost; then sleep, unhook, and repeat until something is ready, the
+// timeout passes or a signal arrives.
+#include <errno.h>
+#include <poll.h>
+#include <sys/epoll.h>
+
+#include <memory>
+#include <new>
+#include <vector>
+
+#include <uepoll/uepoll.h>
+
+#include "base/parker.h"
+#include "capi/errors.h"
+#include "core/fd_table.h"
+
+namespace uepoll::impl {
+namespace {
+
+struct PollEntry {
+  WaitEntry entry;
+  Parker* parker;
+  WaitQueue* queue;
+
+  // pollwake: any change may matter; the re-poll decides.
+  static int Wake(WaitEntry* e, uint32_t /*key*/) {
+    UEPOLL_CONTAINER_OF(e, PollEntry, entry)->parker->Unpark();
+    return 1;
+  }
+};
+
+// One pass: fills revents, returns how many are nonzero.
+int PollOnce(pollfd* fds, nfds_t n, const std::vector<FileRef>& files) {
+  int count = 0;
+  for (nfds_t i = 0; i < n; ++i) {
+    short rev = 0;
+    if (fds[i].fd >= 0) {
+      File* f = files[i].get();
+      if (!f) {
+        rev = POLLNVAL;
+      } else {
+        uint32_t want = static_cast<uint16_t>(fds[i].events) | EPOLLERR | EPOLLHUP;
+        rev = static_cast<short>(f->Poll(0) & want);
+      }
+    }
+    fds[i].revents = rev;
+    if (rev) ++count;
+  }
+  return count;
+}
+
+int Poll(pollfd* fds, nfds_t n, const Deadline& deadline) {
+  if (n > static_cast<nfds_t>(FdTable::Get().limit())) return -EINVAL;
+  if (n && !fds) return -EFAULT;
+  std::vector<FileRef> files;
+  try {
+    files.resize(n);
+  } catch (const std::bad_alloc&) {
+    return -ENOMEM;
+  }
+  for (nfds_t i = 0; i < n; ++i) {
+    if (fds[i].fd >= 0) files[i] = FdTable::Get().Lookup(fds[i].fd);
+  }
+  int count = PollOnce(fds, n, files);
+  if (count || deadline.is_zero()) return count;
+
+  std::unique_ptr<PollEntry[]> entries(new (std::nothrow) PollEntry[n]);
+  if (!entries) return -ENOMEM;
+  Parker* parker = &Parker::Current();
+  for (;;) {
+    for (nfds_t i = 0; i < n; ++i) {
+      entries[i].queue = nullptr;
+      if (!files[i]) continue;
+      entries[i].entry.func = &PollEntry::Wake;
+      entries[i].parker = parker;
+      entries[i].queue = &files[i]->PollQueue();
+      entries[i].queue->Add(&entries[i].entry);
+    }
+    count = PollOnce(fds, n, files);
+    Parker::Result r = Parker::Result::kWoken;
+    if (!count) r = parker->Park(deadline, nullptr);
+    for (nfds_t i = 0; i < n; ++i) {
+      if (entries[i].queue) entries[i].queue->Remove(&entries[i].entry);
+    }
+    if (count) return count;
+    count = PollOnce(fds, n, files);
+    if (count) return count;
+    if (r == Parker::Result::kInterrupted) return -EINTR;
+    if (r == Parker::Result::kTimedOut || deadline.Expired()) return 0;
+  }
+}
+
+}  // namespace
+}  // namespace uepoll::impl
+
+extern "C" int uepoll_poll(struct pollfd *fds, nfds_t nfds, int timeout) {
+  return uepoll::impl::ToErrno(
+      uepoll::impl::Poll(fds, nfds, uepoll::impl::Deadline::FromMillis(timeout)));
+}

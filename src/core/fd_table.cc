@@ -1,0 +1,231 @@
+#include "core/fd_table.h"
+
+#include <errno.h>
+#include <fcntl.h>
+
+#include <new>
+
+#include "base/mutex.h"
+
+namespace uepoll::impl {
+
+FdTable& FdTable::Get() {
+  // Never destroyed: descriptors may be used from other threads' exit paths.
+  static FdTable* table = new FdTable();
+  return *table;
+}
+
+FdTable::Chunk* FdTable::GetChunk(long idx, bool create) {
+  long c = idx >> kChunkBits;
+  Chunk* chunk = chunks_[c].load(std::memory_order_acquire);
+  if (chunk || !create) return chunk;
+  auto* fresh = new (std::nothrow) Chunk();
+  if (!fresh) return nullptr;
+  // Release publishes the zeroed chunk; acquire (on failure) sees the winner.
+  if (!chunks_[c].compare_exchange_strong(chunk, fresh,
+                                          std::memory_order_acq_rel,
+                                          std::memory_order_acquire)) {
+    delete fresh;
+    return chunk;
+  }
+  return fresh;
+}
+
+std::atomic<uintptr_t>* FdTable::Slot(long idx, bool create) {
+  Chunk* c = GetChunk(idx, create);
+  return c ? &c->slots[idx & (kChunkSize - 1)] : nullptr;
+}
+
+uintptr_t FdTable::LockSlot(std::atomic<uintptr_t>* s) {
+  uintptr_t w = s->load(std::memory_order_relaxed);
+  for (;;) {
+    if ((w & ~kFlagMask) == 0) return 0;
+    if (w & kLockBit) {
+      CpuRelax();
+      w = s->load(std::memory_order_relaxed);
+      continue;
+    }
+    // Acquire pairs with the release store that installed or unlocked.
+    if (s->compare_exchange_weak(w, w | kLockBit, std::memory_order_acquire,
+                                 std::memory_order_relaxed)) {
+      return w;
+    }
+  }
+}
+
+FileRef FdTable::Lookup(int fd) {
+  if (fd < kBase) return {};
+  long idx = long{fd} - kBase;
+  if (idx >= kCapacity) return {};
+  std::atomic<uintptr_t>* s = Slot(idx, false);
+  if (!s) return {};
+  uintptr_t w = LockSlot(s);
+  if (!w) return {};
+  File* f = reinterpret_cast<File*>(w & ~kFlagMask);
+  f->Ref();
+  s->store(w, std::memory_order_release);  // unlock
+  return FileRef(f);
+}
+
+long FdTable::Reserve(long min_idx) {
+  long lim = limit();
+  long start = min_idx;
+  long h = hint_.load(std::memory_order_relaxed);
+  if (h > start) start = h;
+  for (long idx = start; idx < lim;) {
+    Chunk* c = GetChunk(idx, true);
+    if (!c) return -2;  // ENOMEM
+    long word = (idx & (kChunkSize - 1)) >> 6;
+    for (; word < kChunkSize / 64; ++word) {
+      uint64_t bits = c->bitmap[word].load(std::memory_order_relaxed);
+      long base = (idx & ~long{kChunkSize - 1}) + word * 64;
+      // Ignore bits below idx in the first word.
+      uint64_t mask = idx > base ? ~((uint64_t{1} << (idx - base)) - 1) : ~uint64_t{0};
+      while (~bits & mask) {
+        int bit = __builtin_ctzll(~bits & mask);
+        long cand = base + bit;
+        if (cand >= lim) return -1;
+        if (c->bitmap[word].compare_exchange_weak(
+                bits, bits | (uint64_t{1} << bit), std::memory_order_acq_rel,
+                std::memory_order_relaxed)) {
+          if (min_idx <= h || h == cand) {
+            long expect = h;
+            if (cand >= expect)
+              hint_.compare_exchange_strong(expect, cand + 1,
+                                            std::memory_order_relaxed);
+          }
+          return cand;
+        }
+      }
+      idx = base + 64;
+    }
+  }
+  return -1;
+}
+
+void FdTable::Unreserve(long idx) {
+  Chunk* c = GetChunk(idx, false);
+  long i = idx & (kChunkSize - 1);
+  c->bitmap[i >> 6].fetch_and(~(uint64_t{1} << (i & 63)),
+                              std::memory_order_release);
+  long h = hint_.load(std::memory_order_relaxed);
+  while (idx < h && !hint_.compare_exchange_weak(h, idx,
+                                                 std::memory_order_relaxed)) {
+  }
+}
+
+int FdTable::Install(File* f, bool cloexec, int minfd) {
+  long min_idx = minfd < kBase ? 0 : long{minfd} - kBase;
+  if (min_idx >= limit()) return -EINVAL;
+  long idx = Reserve(min_idx);
+  if (idx == -2) return -ENOMEM;
+  if (idx < 0) return -EMFILE;
+  std::atomic<uintptr_t>* s = Slot(idx, false);
+  // Release publishes the file's construction to lookups.
+  s->store(reinterpret_cast<uintptr_t>(f) | (cloexec ? kCloexecBit : 0),
+           std::memory_order_release);
+  Live::Inc(Live::descriptors);
+  return static_cast<int>(idx + kBase);
+}
+
+int FdTable::Install2(File* a, File* b, bool cloexec, int fds[2]) {
+  long i0 = Reserve(0);
+  if (i0 == -2) return -ENOMEM;
+  if (i0 < 0) return -EMFILE;
+  long i1 = Reserve(0);
+  if (i1 < 0) {
+    Unreserve(i0);
+    return i1 == -2 ? -ENOMEM : -EMFILE;
+  }
+  uintptr_t fl = cloexec ? kCloexecBit : 0;
+  Slot(i0, false)->store(reinterpret_cast<uintptr_t>(a) | fl, std::memory_order_release);
+  Slot(i1, false)->store(reinterpret_cast<uintptr_t>(b) | fl, std::memory_order_release);
+  Live::Inc(Live::descriptors);
+  Live::Inc(Live::descriptors);
+  fds[0] = static_cast<int>(i0 + kBase);
+  fds[1] = static_cast<int>(i1 + kBase);
+  return 0;
+}
+
+int FdTable::Close(int fd) {
+  if (fd < kBase || long{fd} - kBase >= kCapacity) return -EBADF;
+  long idx = long{fd} - kBase;
+  std::atomic<uintptr_t>* s = Slot(idx, false);
+  if (!s) return -EBADF;
+  uintptr_t w = LockSlot(s);
+  if (!w) return -EBADF;
+  s->store(0, std::memory_order_release);
+  Unreserve(idx);
+  Live::Dec(Live::descriptors);
+  // The slot's reference goes last, outside any lock.
+  reinterpret_cast<File*>(w & ~kFlagMask)->Unref();
+  return 0;
+}
+
+int FdTable::Dup(int oldfd, int minfd, bool cloexec) {
+  FileRef f = Lookup(oldfd);
+  if (!f) return -EBADF;
+  int r = Install(f.get(), cloexec, minfd);
+  if (r >= 0) f.release();  // the new slot owns that reference now
+  return r;
+}
+
+int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
+  if (!is_dup2 && (flags & ~O_CLOEXEC)) return -EINVAL;
+  if (!is_dup2 && oldfd == newfd) return -EINVAL;
+  if (newfd < kBase || long{newfd} - kBase >= limit()) {
+    // The kernel checks newfd against RLIMIT_NOFILE first (EBADF), but a
+    // bad oldfd with dup2(fd, fd) is EBADF too; same errno either way.
+    return -EBADF;
+  }
+  FileRef f = Lookup(oldfd);
+  if (!f) return -EBADF;
+  if (is_dup2 && oldfd == newfd) return newfd;
+  long idx = long{newfd} - kBase;
+  Chunk* c = GetChunk(idx, true);
+  if (!c) return -ENOMEM;
+  long i = idx & (kChunkSize - 1);
+  uintptr_t fl = (flags & O_CLOEXEC) ? kCloexecBit : 0;
+  uint64_t bit = uint64_t{1} << (i & 63);
+  std::atomic<uintptr_t>* s = &c->slots[i];
+  uint64_t prev = c->bitmap[i >> 6].fetch_or(bit, std::memory_order_acq_rel);
+  if (!(prev & bit)) {
+    s->store(reinterpret_cast<uintptr_t>(f.release()) | fl,
+             std::memory_order_release);
+    Live::Inc(Live::descriptors);
+    return newfd;
+  }
+  uintptr_t w = LockSlot(s);
+  if (!w) return -EBUSY;  // allocated by another thread, not yet installed
+  s->store(reinterpret_cast<uintptr_t>(f.release()) | fl,
+           std::memory_order_release);
+  reinterpret_cast<File*>(w & ~kFlagMask)->Unref();
+  return newfd;
+}
+
+int FdTable::GetFdFlags(int fd) {
+  if (fd < kBase || long{fd} - kBase >= kCapacity) return -EBADF;
+  std::atomic<uintptr_t>* s = Slot(long{fd} - kBase, false);
+  if (!s) return -EBADF;
+  uintptr_t w = s->load(std::memory_order_acquire);
+  if ((w & ~kFlagMask) == 0) return -EBADF;
+  return (w & kCloexecBit) ? FD_CLOEXEC : 0;
+}
+
+int FdTable::SetFdFlags(int fd, long arg) {
+  if (fd < kBase || long{fd} - kBase >= kCapacity) return -EBADF;
+  std::atomic<uintptr_t>* s = Slot(long{fd} - kBase, false);
+  if (!s) return -EBADF;
+  uintptr_t w = LockSlot(s);
+  if (!w) return -EBADF;
+  w = (arg & FD_CLOEXEC) ? (w | kCloexecBit) : (w & ~kCloexecBit);
+  s->store(w, std::memory_order_release);
+  return 0;
+}
+
+long FdTable::SetLimit(long limit) {
+  if (limit < 1 || limit > kCapacity) return -EINVAL;
+  return limit_.exchange(limit, std::memory_order_relaxed);
+}
+
+}  // namespace uepoll::impl

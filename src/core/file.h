@@ -1,0 +1,130 @@
+// File: an open object, the kernel's struct file and its private data in
+// one. Sources (eventfd, pipe ends, sockets) and epoll instances derive from
+// it.
+//
+// Lifetime: refs_ counts the descriptors that refer to the object plus the
+// calls in progress on it (the kernel's f_count: descriptor-table entries
+// and fget()). epoll items do NOT hold a reference: when the last reference
+// goes, every item watching the object is removed (the kernel's
+// eventpoll_release_file), then the kind's Release() runs.
+//
+// Thread safety: refs_ and f_flags_ are atomic. The watchers list (the
+// kernel's file->f_ep) is guarded by watch_lock_ and owned by the epoll code.
+#ifndef UEPOLL_SRC_CORE_FILE_H_
+#define UEPOLL_SRC_CORE_FILE_H_
+
+#include <fcntl.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "base/list.h"
+#include "base/mutex.h"
+#include "core/live.h"
+#include "core/wait_queue.h"
+
+namespace uepoll::impl {
+
+enum class FileKind : uint8_t { kEventfd, kPipe, kSocket, kEpoll };
+
+class File {
+ public:
+  File(FileKind kind, uint32_t f_flags) : kind_(kind), f_flags_(f_flags) {
+    Live::Inc(Live::files);
+  }
+  virtual ~File() { Live::Dec(Live::files); }
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+
+  FileKind kind() const { return kind_; }
+  bool is_epoll() const { return kind_ == FileKind::kEpoll; }
+
+  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  // A reference unless the object is already in its last close.
+  bool TryRef() {
+    long r = refs_.load(std::memory_order_relaxed);
+    while (r > 0) {
+      if (refs_.compare_exchange_weak(r, r + 1, std::memory_order_relaxed)) {
+        return true;
+      }
+    }
+    return false;
+  }
+  // acq_rel: the release half orders this holder's writes before the
+  // object's teardown; the acquire half (in the last Unref) sees them all.
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) LastClose();
+  }
+
+  // Current readiness (EPOLL* bits), the kernel's f_op->poll() without a
+  // poll table. Never blocks, changes nothing observable. `depth` is the
+  // nesting depth for epoll instances polling instances.
+  virtual uint32_t Poll(int depth = 0) = 0;
+  // The queue watchers hook into (poll_wait()).
+  virtual WaitQueue& PollQueue() = 0;
+
+  virtual ssize_t Read(void* buf, size_t count);
+  virtual ssize_t Write(const void* buf, size_t count);
+  virtual int Shutdown(int how);
+
+  // File status flags (F_GETFL): access mode | O_NONBLOCK | ...
+  uint32_t flags() const { return f_flags_.load(std::memory_order_relaxed); }
+  bool nonblock() const { return flags() & O_NONBLOCK; }
+  void set_flags(uint32_t f) { f_flags_.store(f, std::memory_order_relaxed); }
+  // F_SETFL: which flags this kind lets change; -EINVAL for O_DIRECT where
+  // unsupported.
+  virtual int SetStatusFlags(uint32_t arg);
+
+  // --- epoll bookkeeping: items watching this file (the kernel's f_ep) ---
+  Mutex watch_lock_;
+  ListNode watchers_ GUARDED_BY(watch_lock_);
+  // Lockless "is this file watched by some instance" (READ_ONCE(f_ep)).
+  std::atomic<int> nwatchers_{0};
+
+ protected:
+  // The kind's teardown once no reference and no watcher is left. Default:
+  // delete this. Epoll instances defer the free to their own refcount.
+  virtual void Release() { delete this; }
+
+ private:
+  void LastClose();
+
+  const FileKind kind_;
+  std::atomic<long> refs_{1};
+  std::atomic<uint32_t> f_flags_;
+};
+
+// RAII reference to a File, as fdget()/fdput().
+class FileRef {
+ public:
+  FileRef() = default;
+  explicit FileRef(File* f) : f_(f) {}  // adopts a reference
+  ~FileRef() {
+    if (f_) f_->Unref();
+  }
+  FileRef(FileRef&& o) noexcept : f_(o.f_) { o.f_ = nullptr; }
+  FileRef& operator=(FileRef&& o) noexcept {
+    if (this != &o) {
+      if (f_) f_->Unref();
+      f_ = o.f_;
+      o.f_ = nullptr;
+    }
+    return *this;
+  }
+  File* get() const { return f_; }
+  File* operator->() const { return f_; }
+  explicit operator bool() const { return f_ != nullptr; }
+  File* release() {
+    File* f = f_;
+    f_ = nullptr;
+    return f;
+  }
+
+ private:
+  File* f_ = nullptr;
+};
+
+}  // namespace uepoll::impl
+
+#endif  // UEPOLL_SRC_CORE_FILE_H_

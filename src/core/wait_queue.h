@@ -1,0 +1,110 @@
+// WaitQueue: the kernel's wait_queue_head. An object that can become ready
+// keeps one; whoever wants to hear about it (an epoll item, a thread in
+// poll() or in a blocking read) hooks a WaitEntry on it. WakeUp calls each
+// entry's function with a hint mask (0 = no hint: "something changed").
+//
+// Exclusive entries (EPOLLEXCLUSIVE items, blocked pipe readers) sit at the
+// tail; a wake with nr_exclusive = n calls every non-exclusive entry and then
+// exclusive ones until n of them returned nonzero ("consumed the wakeup").
+// An exclusive epoll item returns 0 when its instance had nobody to wake, so
+// the wakeup moves on to the next exclusive entry (the hand-off).
+//
+// Locking: lock_ protects the entry list. Entry functions run under lock_,
+// and removing an entry takes lock_, so once Remove() returns the entry's
+// function is not running and will not run: the owner may free the entry.
+// Lock order: a queue's lock_ is taken before the lock of the instance an
+// entry belongs to (Eventpoll::lock_), see docs/design.md.
+#ifndef UEPOLL_SRC_CORE_WAIT_QUEUE_H_
+#define UEPOLL_SRC_CORE_WAIT_QUEUE_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "base/list.h"
+#include "base/mutex.h"
+#include "base/parker.h"
+
+namespace uepoll::impl {
+
+struct WaitEntry {
+  using Func = int (*)(WaitEntry* entry, uint32_t key);
+  static constexpr uint32_t kExclusive = 1;
+
+  ListNode node;  // guarded by the queue's lock_
+  Func func = nullptr;
+  uint32_t flags = 0;
+};
+
+class WaitQueue {
+ public:
+  WaitQueue() = default;
+  WaitQueue(const WaitQueue&) = delete;
+  WaitQueue& operator=(const WaitQueue&) = delete;
+
+  void Add(WaitEntry* e) EXCLUDES(lock_) {
+    MutexLock l(lock_);
+    AddLocked(e);
+  }
+  void AddLocked(WaitEntry* e) REQUIRES(lock_);
+  void Remove(WaitEntry* e) EXCLUDES(lock_) {
+    MutexLock l(lock_);
+    RemoveLocked(e);
+  }
+  void RemoveLocked(WaitEntry* e) REQUIRES(lock_);
+
+  void WakeUp(uint32_t key, int nr_exclusive = 1) EXCLUDES(lock_) {
+    if (!Active()) return;
+    MutexLock l(lock_);
+    WakeUpLocked(key, nr_exclusive);
+  }
+  void WakeUpLocked(uint32_t key, int nr_exclusive) REQUIRES(lock_);
+
+  // waitqueue_active(): a lockless hint. A waiter adds its entry and only
+  // then checks its condition (both under or after lock_), and a waker
+  // changes the condition before calling Active(); the seq_cst fence in
+  // WakeUp callers that change state without lock_ orders the two.
+  bool Active() const { return count_.load(std::memory_order_seq_cst) != 0; }
+
+  Mutex lock_;
+
+ private:
+  ListNode head_ GUARDED_BY(lock_);
+  std::atomic<int> count_{0};
+};
+
+// A thread sleeping on one queue (blocking I/O): WaitEvent blocks until
+// pred(), evaluated with q.lock_ held, is true. Returns 0, or -EINTR when a
+// signal handler without SA_RESTART interrupted the sleep and pred() is
+// still false. Called and returns with q.lock_ held.
+template <class Pred>
+int WaitEventLocked(WaitQueue& q, bool exclusive, Pred pred) REQUIRES(q.lock_);
+
+// Implementation detail of WaitEventLocked.
+struct ThreadWaitEntry {
+  WaitEntry entry;
+  Parker* parker;
+  static int Wake(WaitEntry* e, uint32_t key);
+};
+
+template <class Pred>
+int WaitEventLocked(WaitQueue& q, bool exclusive, Pred pred)
+    NO_THREAD_SAFETY_ANALYSIS {
+  ThreadWaitEntry w;
+  w.entry.func = &ThreadWaitEntry::Wake;
+  w.entry.flags = exclusive ? WaitEntry::kExclusive : 0;
+  w.parker = &Parker::Current();
+  while (!pred()) {
+    q.AddLocked(&w.entry);
+    q.lock_.Unlock();
+    Parker::Result r = w.parker->ParkIo();
+    q.lock_.Lock();
+    bool woken = !w.entry.node.linked();
+    if (!woken) q.RemoveLocked(&w.entry);
+    if (r == Parker::Result::kInterrupted && !pred()) return -EINTR;
+  }
+  return 0;
+}
+
+}  // namespace uepoll::impl
+
+#endif  // UEPOLL_SRC_CORE_WAIT_QUEUE_H_

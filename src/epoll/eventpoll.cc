@@ -1,0 +1,366 @@
+// Eventpoll: registrations (ctl), the wakeup callback, and lifetimes.
+// Scans, harvests and waits are in wait.cc; nesting checks in nesting.cc.
+#include "epoll/eventpoll.h"
+
+#include <errno.h>
+
+#include <new>
+
+#include "core/fd_table.h"
+#include "epoll/nesting.h"
+
+namespace uepoll::impl {
+namespace {
+
+// The only bits EPOLLEXCLUSIVE may come with (EPOLLEXCLUSIVE_OK_BITS).
+constexpr uint32_t kExclusiveOkBits = EPOLLIN | EPOLLOUT | EPOLLERR |
+                                      EPOLLHUP | EPOLLWAKEUP | EPOLLET |
+                                      EPOLLEXCLUSIVE;
+
+EpItem* AllocItem() {
+  auto* epi = static_cast<EpItem*>(::operator new(sizeof(EpItem), std::nothrow));
+  if (!epi) return nullptr;
+  return new (epi) EpItem();
+}
+
+void FreeItem(EpItem* epi) {
+  if (!epi) return;
+  epi->~EpItem();
+  ::operator delete(epi);
+}
+
+}  // namespace
+
+Eventpoll::Eventpoll(int flags) : File(FileKind::kEpoll, O_RDWR) {
+  (void)flags;
+  Live::Inc(Live::instances);
+}
+
+Eventpoll::~Eventpoll() { Live::Dec(Live::instances); }
+
+void Eventpoll::Put() {
+  // acq_rel: the last Put sees every write made under the references.
+  if (ep_refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
+
+// The wakeup callback of an item (ep_poll_callback). Runs under the watched
+// file's queue lock. Returns whether it consumed an exclusive wakeup.
+int EpItemWake(WaitEntry* wait, uint32_t key) {
+  EpItem* epi = UEPOLL_CONTAINER_OF(wait, EpItem, wait);
+  Eventpoll* ep = epi->ep;
+  uint32_t events = epi->events.load(std::memory_order_relaxed);
+  int ewake = 0;
+  bool pwake = false;
+  {
+    MutexLock l(ep->lock_);
+    // A disabled ONESHOT item, or a hint that names nothing we want.
+    if (!(events & ~kEpPrivateBits)) return 0;
+    if (key && !(key & events)) return 0;
+    if (ep->ovflist_ != kOvfUnactive) {
+      // A scan owns rdllink: chain on the overflow list instead.
+      if (epi->ovf_next == kOvfUnactive) {
+        epi->ovf_next = ep->ovflist_;
+        ep->ovflist_ = epi;
+      }
+    } else if (!epi->rdllink.linked()) {
+      ep->rdllist_.PushBack(&epi->rdllink);
+      ep->SyncAvail();
+    }
+    if (!ep->waiters_.empty()) {
+      if (events & EPOLLEXCLUSIVE) {
+        switch (key & (EPOLLIN | EPOLLOUT)) {
+          case EPOLLIN:
+            ewake = (events & EPOLLIN) ? 1 : 0;
+            break;
+          case EPOLLOUT:
+            ewake = (events & EPOLLOUT) ? 1 : 0;
+            break;
+          case 0:
+            ewake = 1;
+            break;
+        }
+      }
+      ep->WakeOneLocked();
+    }
+    pwake = ep->poll_wait_.Active();
+  }
+  // Watchers of this instance (parents, poll()) are woken outside lock_.
+  if (pwake) ep->poll_wait_.WakeUp(EPOLLIN, 1);
+  if (!(events & EPOLLEXCLUSIVE)) ewake = 1;
+  return ewake;
+}
+
+void Eventpoll::WakeOneLocked() {
+  if (waiters_.empty()) return;
+  EpWaiter* w = UEPOLL_CONTAINER_OF(waiters_.next, EpWaiter, node);
+  w->node.Unlink();  // autoremove: the woken thread sees itself gone
+  // Under lock_: the waiter cannot return (and its thread cannot exit)
+  // before it has taken lock_ to check its entry.
+  w->parker->Unpark();
+}
+
+bool Eventpoll::LinkReady(EpItem* epi) {
+  MutexLock l(lock_);
+  if (epi->rdllink.linked()) return false;
+  rdllist_.PushBack(&epi->rdllink);
+  SyncAvail();
+  WakeOneLocked();
+  return poll_wait_.Active();
+}
+
+int Eventpoll::Insert(EpItem* epi, const epoll_event& ev, File* tfile,
+                      int fd) {
+  epi->file = tfile;
+  epi->fd = fd;
+  epi->ep = this;
+  epi->ovf_next = kOvfUnactive;
+  epi->events.store(ev.events, std::memory_order_relaxed);
+  epi->data = ev.data.u64;
+  epi->dying = false;
+  epi->wait.func = &EpItemWake;
+  epi->wait.flags = (ev.events & EPOLLEXCLUSIVE) ? WaitEntry::kExclusive : 0;
+
+  Eventpoll* tep = tfile->is_epoll() ? static_cast<Eventpoll*>(tfile) : nullptr;
+  // Holding the target's mtx_ keeps a concurrent check walking it from
+  // seeing a half-attached item.
+  if (tep) tep->mtx_.Lock();
+  {
+    MutexLock l(tfile->watch_lock_);
+    tfile->watchers_.PushBack(&epi->fllink);
+    tfile->nwatchers_.fetch_add(1, std::memory_order_release);
+  }
+  items_.Insert(epi);
+  if (tep) tep->mtx_.Unlock();
+  ep_refs_.fetch_add(1, std::memory_order_relaxed);
+  Live::Inc(Live::items);
+  // Hook first, then poll: an event between the two is not lost.
+  tfile->PollQueue().Add(&epi->wait);
+  uint32_t revents = ItemPoll(epi, 1);
+  if (revents && LinkReady(epi)) poll_wait_.WakeUp(EPOLLIN, 1);
+  return 0;
+}
+
+int Eventpoll::Modify(EpItem* epi, const epoll_event& ev) {
+  epi->events.store(ev.events, std::memory_order_relaxed);
+  epi->data = ev.data.u64;
+  // Pairs with the lock_ acquisition in EpItemWake: either the callback
+  // sees the new events, or this poll sees the readiness that woke it.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (ItemPoll(epi, 1) && LinkReady(epi)) poll_wait_.WakeUp(EPOLLIN, 1);
+  return 0;
+}
+
+bool Eventpoll::RemoveLocked(EpItem* epi, bool force) {
+  File* file = epi->file;
+  // The file is alive: it cannot finish its last close while this item is
+  // still on its watchers list, and we hold mtx_, which its close needs.
+  file->PollQueue().Remove(&epi->wait);
+  {
+    MutexLock l(file->watch_lock_);
+    if (epi->dying && !force) return false;
+    epi->fllink.Unlink();
+    file->nwatchers_.fetch_sub(1, std::memory_order_release);
+  }
+  items_.Erase(epi);
+  {
+    MutexLock l(lock_);
+    if (epi->rdllink.linked()) {
+      epi->rdllink.Unlink();
+      SyncAvail();
+    }
+  }
+  Live::Dec(Live::items);
+  return true;
+}
+
+void EpollReleaseFile(File* file) {
+  for (;;) {
+    EpItem* epi;
+    {
+      MutexLock l(file->watch_lock_);
+      if (file->watchers_.empty()) return;
+      epi = UEPOLL_CONTAINER_OF(file->watchers_.next, EpItem, fllink);
+      // Claim it: the instance's own close and DEL now leave it to us, so
+      // the item keeps its instance reference until we are done.
+      epi->dying = true;
+    }
+    Eventpoll* ep = epi->ep;
+    {
+      MutexLock m(ep->mtx_);
+      ep->RemoveLocked(epi, /*force=*/true);
+    }
+    FreeItem(epi);
+    ep->Put();
+  }
+}
+
+void Eventpoll::Release() NO_THREAD_SAFETY_ANALYSIS {
+  EpItem* to_free = nullptr;
+  int puts = 0;
+  {
+    MutexLock m(mtx_);
+    // Unhook every item first so that no callback is running or will run.
+    items_.ForEach([](EpItem* epi) { epi->file->PollQueue().Remove(&epi->wait); });
+    items_.ForEach([&](EpItem* epi) {
+      if (RemoveLocked(epi, false)) {
+        epi->hash_next = to_free;  // reuse the link for the free list
+        to_free = epi;
+        ++puts;
+      }
+    });
+  }
+  while (to_free) {
+    EpItem* next = to_free->hash_next;
+    FreeItem(to_free);
+    to_free = next;
+  }
+  for (int i = 0; i < puts; ++i) Put();
+  Put();  // the file's reference
+}
+
+int Eventpoll::Ctl(int op, File* tfile, int fd, epoll_event ev)
+    NO_THREAD_SAFETY_ANALYSIS {
+  // Allocate outside the locks (seed 003): the item for ADD, and a bigger
+  // bucket array if the table looks like it will need one.
+  EpItem* prepped = op == EPOLL_CTL_ADD ? AllocItem() : nullptr;
+  EpItem** buckets = nullptr;
+  size_t nbuckets = 0;
+  if (op == EPOLL_CTL_ADD) {
+    nbuckets = items_.WantBuckets();  // a racy peek, checked under mtx_
+    if (nbuckets) buckets = new (std::nothrow) EpItem*[nbuckets]();
+  }
+
+  bool full_check = false;
+  NestingCheck* check = nullptr;
+  alignas(NestingCheck) unsigned char check_storage[sizeof(NestingCheck)];
+  int error = 0;
+  EpItem* to_free = nullptr;
+  EpItem** old_buckets = nullptr;
+
+  mtx_.Lock();
+  if (op == EPOLL_CTL_ADD &&
+      (watched() || gen_.load(std::memory_order_acquire) == LoopCheckGen() ||
+       tfile->is_epoll())) {
+    mtx_.Unlock();
+    NestingLock().Lock();
+    full_check = true;
+    check = new (check_storage) NestingCheck();
+    if (tfile->is_epoll() &&
+        check->CreatesLoop(this, static_cast<Eventpoll*>(tfile))) {
+      error = -ELOOP;
+      goto unlock_nested;
+    }
+    mtx_.Lock();
+  }
+
+  {
+    EpItem* epi = items_.Find(tfile, fd);
+    switch (op) {
+      case EPOLL_CTL_ADD:
+        if (epi) {
+          error = -EEXIST;
+          break;
+        }
+        if (!prepped) {
+          error = -ENOMEM;
+          break;
+        }
+        if (items_.WantBuckets()) {
+          if (items_.WantBuckets() != nbuckets) {
+            // A concurrent ADD changed the table since the peek: the one
+            // allocation under the lock, on a rare race.
+            delete[] buckets;
+            nbuckets = items_.WantBuckets();
+            buckets = new (std::nothrow) EpItem*[nbuckets]();
+          }
+          if (!buckets) {
+            error = -ENOMEM;
+            break;
+          }
+          old_buckets = items_.Grow(buckets, nbuckets);
+          buckets = nullptr;
+        }
+        ev.events |= EPOLLERR | EPOLLHUP;
+        error = Insert(prepped, ev, tfile, fd);
+        if (!error && full_check) {
+          if (!tfile->is_epoll()) check->AddFile(tfile);
+          if (check->TooManyPaths()) {
+            RemoveLocked(prepped, false);
+            to_free = prepped;
+            error = -EINVAL;
+          }
+        }
+        if (!error) prepped = nullptr;
+        break;
+      case EPOLL_CTL_DEL:
+        if (!epi) {
+          error = -ENOENT;
+        } else if (RemoveLocked(epi, false)) {
+          to_free = epi;
+        }
+        break;
+      case EPOLL_CTL_MOD:
+        if (!epi) {
+          error = -ENOENT;
+        } else if (epi->events.load(std::memory_order_relaxed) & EPOLLEXCLUSIVE) {
+          error = -EINVAL;
+        } else {
+          ev.events |= EPOLLERR | EPOLLHUP;
+          error = Modify(epi, ev);
+        }
+        break;
+      default:
+        error = -EINVAL;
+    }
+  }
+  mtx_.Unlock();
+
+unlock_nested:
+  if (full_check) {
+    check->~NestingCheck();
+    NestingLock().Unlock();
+  }
+  // Free and drop references only now, outside every lock.
+  FreeItem(prepped);
+  delete[] buckets;
+  delete[] old_buckets;
+  if (to_free) {
+    FreeItem(to_free);
+    Put();
+  }
+  return error;
+}
+
+int EpollCreate(int flags) {
+  if (flags & ~EPOLL_CLOEXEC) return -EINVAL;
+  auto* ep = new (std::nothrow) Eventpoll(flags);
+  if (!ep) return -ENOMEM;
+  int fd = FdTable::Get().Install(ep, flags & EPOLL_CLOEXEC);
+  if (fd < 0) ep->Unref();
+  return fd;
+}
+
+int EpollCtl(int epfd, int op, int fd, const epoll_event* event) {
+  epoll_event ev{};
+  if (op != EPOLL_CTL_DEL) {
+    if (!event) return -EFAULT;
+    ev = *event;
+  }
+  FdTable& t = FdTable::Get();
+  FileRef f = t.Lookup(epfd);
+  if (!f) return -EBADF;
+  FileRef tf = t.Lookup(fd);
+  if (!tf) return -EBADF;
+  // Every uepoll object can be polled, so the kernel's EPERM never arises.
+  if (f.get() == tf.get() || !f->is_epoll()) return -EINVAL;
+  if (op != EPOLL_CTL_DEL && (ev.events & EPOLLEXCLUSIVE)) {
+    if (op == EPOLL_CTL_MOD) return -EINVAL;
+    if (op == EPOLL_CTL_ADD &&
+        (tf->is_epoll() || (ev.events & ~kExclusiveOkBits))) {
+      return -EINVAL;
+    }
+  }
+  return static_cast<Eventpoll*>(f.get())->Ctl(op, tf.get(), fd, ev);
+}
+
+}  // namespace uepoll::impl

@@ -1,0 +1,175 @@
+// Eventpoll: an epoll instance (the kernel's struct eventpoll and its file).
+//
+// LOCKING
+// =======
+// Locks, from outermost to innermost:
+//
+//   g_nested (nesting.cc)        process-wide; taken ONLY by an ADD whose
+//                                target is an instance, or into an instance
+//                                that is itself watched (or was just visited
+//                                by a check), for the cycle/depth/path
+//                                checks. The kernel's epnested_mutex. No
+//                                poll, wait, wakeup, DEL, MOD or close path
+//                                takes it.
+//     Eventpoll::mtx_            per instance, sleeps. Serializes ctl and
+//                                harvests (wait and poll of the instance).
+//                                When held on two instances, the outer
+//                                (parent) one is taken first: an instance
+//                                polls its children while holding its mtx_,
+//                                and the ADD checks walk downward. The graph
+//                                is acyclic (ELOOP), so this cannot deadlock.
+//       File::watch_lock_        per file; guards the file's watchers list
+//                                (items watching it) and EpItem::dying. Held
+//                                alone, or nested upward (a file's, then the
+//                                lock of an instance watching it) by the
+//                                nesting checks.
+//       WaitQueue::lock_         per wait queue; guards the entry list.
+//                                Wakeup callbacks run under it. Nested by
+//                                depth in the wakeup chain: a source's queue,
+//                                then the queue of the instance watching it
+//                                (poll_wait_), then its parent's, ...
+//         Eventpoll::lock_       per instance, innermost: guards the ready
+//                                list, the overflow list and the waiters.
+//                                Taken by wakeup callbacks (with the source's
+//                                queue lock held), never held while taking
+//                                another lock. Released before waking the
+//                                instance's own watchers (poll_wait_).
+//
+// Why these kinds: mtx_ is held while polling sources and copying events,
+// which can take a while and may sleep on contention; lock_ is held for a
+// few list operations on every wakeup, so it must be short and is never held
+// across a callout. All are futex-based Mutexes: on 2 cores with dozens of
+// threads a spinning lock would burn the holder's core.
+//
+// Reference counts: ep_refs_ = 1 (for the File, dropped by Release() at the
+// last close) + 1 per item. The structure is freed when it reaches zero, so
+// closing a watched source or the instance never needs a global lock
+// (seed 001). References are dropped only after mtx_ is released.
+//
+// The ready-list protocol (the kernel's, see docs/design.md):
+//  - A wakeup callback links its item at the tail of rdllist_, unless a scan
+//    is in progress (ovflist_ != kOvfUnactive), in which case it chains the
+//    item on ovflist_. Either way it wakes one waiter.
+//  - A scan (harvest or poll of the instance), holding mtx_, splices
+//    rdllist_ into a private list and activates ovflist_; it then re-polls
+//    each item without lock_. Delivered LT items are queued again after the
+//    items that were not processed and those that fired during the scan
+//    (round robin). At the end, under lock_, the unprocessed items, then
+//    the ovflist_ items in arrival order, then the re-queued LT items
+//    become rdllist_; if it is not empty, the next waiter is woken.
+#ifndef UEPOLL_SRC_EPOLL_EVENTPOLL_H_
+#define UEPOLL_SRC_EPOLL_EVENTPOLL_H_
+
+#include <signal.h>
+#include <sys/epoll.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "base/deadline.h"
+#include "base/list.h"
+#include "base/mutex.h"
+#include "base/parker.h"
+#include "core/file.h"
+#include "epoll/item.h"
+#include "epoll/item_table.h"
+
+namespace uepoll::impl {
+
+// A thread blocked in Wait(), on the instance's waiters_ list (the kernel's
+// exclusive entries on ep->wq). Lives on the waiting thread's stack.
+struct EpWaiter {
+  ListNode node;  // guarded by Eventpoll::lock_
+  Parker* parker;
+};
+
+class Eventpoll final : public File {
+ public:
+  explicit Eventpoll(int flags);
+  ~Eventpoll() override;
+
+  // ep_eventpoll_poll: IN|RDNORM iff some item is reportable now. Prunes
+  // items that are no longer ready; consumes nothing.
+  uint32_t Poll(int depth) override;
+  WaitQueue& PollQueue() override { return poll_wait_; }
+
+  // The part of epoll_ctl after descriptor and flag validation.
+  int Ctl(int op, File* tfile, int fd, epoll_event ev);
+
+  // ep_poll: 1..maxevents events, 0 on timeout, -EINTR on a signal.
+  int Wait(epoll_event* events, int maxevents, const Deadline& deadline,
+           const sigset_t* sigmask);
+
+  void Put();  // drop an ep_refs_ reference; frees at zero
+  bool watched() const {
+    return nwatchers_.load(std::memory_order_acquire) != 0;
+  }
+
+ protected:
+  void Release() override;  // last close: ep_clear_and_put
+
+ private:
+  friend void EpollReleaseFile(File* file);
+  friend int EpItemWake(WaitEntry* wait, uint32_t key);
+  friend class NestingCheck;
+
+  int Insert(EpItem* epi, const epoll_event& ev, File* tfile, int fd)
+      REQUIRES(mtx_);
+  int Modify(EpItem* epi, const epoll_event& ev) REQUIRES(mtx_);
+  // __ep_remove: false if the item is dying and force is not set (the
+  // file's release removes it). On true, the caller frees epi and Put()s
+  // after releasing mtx_.
+  bool RemoveLocked(EpItem* epi, bool force) REQUIRES(mtx_);
+
+  int SendEvents(epoll_event* events, int maxevents) EXCLUDES(mtx_);
+  void StartScan(ListNode* txlist) REQUIRES(mtx_) EXCLUDES(lock_);
+  void DoneScan(ListNode* txlist, ListNode* requeue) REQUIRES(mtx_)
+      EXCLUDES(lock_);
+  uint32_t ItemPoll(EpItem* epi, int depth) REQUIRES(mtx_);
+  // Link a ready item (ADD/MOD found it ready) and wake. Returns whether
+  // the watchers of this instance must be woken (outside lock_).
+  bool LinkReady(EpItem* epi) EXCLUDES(lock_);
+
+  bool EventsAvailableLocked() const REQUIRES(lock_) {
+    return !rdllist_.empty() || ovflist_ != kOvfUnactive;
+  }
+  void SyncAvail() REQUIRES(lock_) {
+    avail_.store(EventsAvailableLocked(), std::memory_order_release);
+  }
+  void WakeOneLocked() REQUIRES(lock_);
+
+  Mutex mtx_ ACQUIRED_BEFORE(lock_);
+  Mutex lock_;
+  ListNode rdllist_ GUARDED_BY(lock_);
+  EpItem* ovflist_ GUARDED_BY(lock_) = kOvfUnactive;
+  ListNode waiters_ GUARDED_BY(lock_);  // threads in Wait(), FIFO, exclusive
+  // A lockless "events may be available" (ep_events_available), kept equal
+  // to EventsAvailableLocked() at every unlock of lock_.
+  std::atomic<bool> avail_{false};
+  WaitQueue poll_wait_;  // watchers of this instance: parent items, poll()
+  ItemTable items_ GUARDED_BY(mtx_);
+  std::atomic<long> ep_refs_{1};
+
+ public:
+  // Nesting-check state (nesting.cc), guarded by g_nested except gen_,
+  // which ADD reads under mtx_ (hence atomic).
+  std::atomic<uint64_t> gen_{0};
+  uint64_t down_gen_ = 0;
+  int down_depth_ = 0;
+  uint64_t up_gen_ = 0;
+  int up_depth_ = 0;
+};
+
+// The last close of a watched file: remove every item that watches it
+// (eventpoll_release_file). Called from File::LastClose.
+void EpollReleaseFile(File* file);
+
+// uepoll_epoll_create1 and the checks of uepoll_epoll_ctl / _wait.
+int EpollCreate(int flags);
+int EpollCtl(int epfd, int op, int fd, const epoll_event* event);
+int EpollWait(int epfd, epoll_event* events, int maxevents,
+              const Deadline& deadline, const sigset_t* sigmask);
+
+}  // namespace uepoll::impl
+
+#endif  // UEPOLL_SRC_EPOLL_EVENTPOLL_H_

@@ -1,0 +1,58 @@
+// EpItem: one registration of (object, descriptor number) in an instance,
+// the kernel's struct epitem.
+//
+// Field protection (see the LOCKING block in eventpoll.h):
+//   hash_next               ep->mtx_
+//   file, fd, ep            immutable after insertion
+//   events                  written under ep->mtx_, read by the wakeup
+//                           callback under ep->lock_: atomic
+//   data                    ep->mtx_
+//   rdllink                 ep->lock_, except during a scan, when the
+//                           scanner (holding ep->mtx_) owns the items it
+//                           spliced out
+//   ovf_next                ep->lock_
+//   wait                    the watched file's PollQueue().lock_
+//   fllink, dying           file->watch_lock_
+//
+// An item holds no reference on its file (the file's last close removes
+// it) and one reference on its instance (Eventpoll::ep_refs_).
+#ifndef UEPOLL_SRC_EPOLL_ITEM_H_
+#define UEPOLL_SRC_EPOLL_ITEM_H_
+
+#include <sys/epoll.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "base/list.h"
+#include "core/wait_queue.h"
+
+namespace uepoll::impl {
+
+class File;
+class Eventpoll;
+
+struct EpItem {
+  EpItem* hash_next;
+  File* file;
+  Eventpoll* ep;
+  ListNode rdllink;
+  EpItem* ovf_next;
+  WaitEntry wait;
+  ListNode fllink;
+  uint64_t data;
+  std::atomic<uint32_t> events;
+  int fd;
+  bool dying;
+};
+
+// The bits that are flags, not readiness (the kernel's EP_PRIVATE_BITS).
+inline constexpr uint32_t kEpPrivateBits =
+    EPOLLWAKEUP | EPOLLONESHOT | EPOLLET | EPOLLEXCLUSIVE;
+
+// A marker for "not on the overflow list" (the kernel's EP_UNACTIVE_PTR).
+inline EpItem* const kOvfUnactive = reinterpret_cast<EpItem*>(-1L);
+
+}  // namespace uepoll::impl
+
+#endif  // UEPOLL_SRC_EPOLL_ITEM_H_

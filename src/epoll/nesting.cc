@@ -1,0 +1,111 @@
+#include "epoll/nesting.h"
+
+#include <algorithm>
+
+namespace uepoll::impl {
+namespace {
+
+Mutex g_nested;
+// Written under g_nested, read by ADD under an instance's mtx_.
+std::atomic<uint64_t> g_loop_check_gen{1};
+
+// The kernel's path_limits: paths of length 1 are unlimited; 500 of length
+// 2, 100 of 3, 50 of 4 and 10 of 5 may reach one source.
+constexpr int kPathLimits[kMaxNests + 1] = {1000, 500, 100, 50, 10};
+
+}  // namespace
+
+Mutex& NestingLock() { return g_nested; }
+uint64_t LoopCheckGen() { return g_loop_check_gen.load(std::memory_order_acquire); }
+
+NestingCheck::NestingCheck()
+    : gen_(g_loop_check_gen.fetch_add(1, std::memory_order_acq_rel) + 1) {}
+
+NestingCheck::~NestingCheck() {
+  // Bump again so that no instance still matches this generation.
+  g_loop_check_gen.fetch_add(1, std::memory_order_acq_rel);
+  for (File* f : files_) f->Unref();
+}
+
+bool NestingCheck::CreatesLoop(Eventpoll* ep, Eventpoll* to) {
+  inserting_into_ = ep;
+  int depth = DownDepth(to, 0);
+  if (depth > kMaxNests) return true;
+  int up = UpDepth(ep);
+  return depth + 1 + up > kMaxNests;
+}
+
+void NestingCheck::AddFile(File* f) {
+  if (std::find(files_.begin(), files_.end(), f) != files_.end()) return;
+  // A file already in its last close adds no path: its items are going.
+  if (!f->TryRef()) return;
+  files_.push_back(f);
+}
+
+// How many instance links lead down from ep (0: none), or more than
+// kMaxNests if the walk meets the instance being inserted into (a cycle).
+int NestingCheck::DownDepth(Eventpoll* ep, int depth)
+    NO_THREAD_SAFETY_ANALYSIS {
+  if (ep->down_gen_ == gen_) return ep->down_depth_;
+  int result = 0;
+  MutexLock l(ep->mtx_);
+  ep->gen_.store(gen_, std::memory_order_release);
+  ep->items_.ForEach([&](EpItem* epi) {
+    if (result > kMaxNests) return;
+    if (epi->file->is_epoll()) {
+      auto* child = static_cast<Eventpoll*>(epi->file);
+      if (child == inserting_into_ || depth > kMaxNests) {
+        result = kMaxNests + 1;
+      } else {
+        result = std::max(result, DownDepth(child, depth + 1) + 1);
+      }
+    } else {
+      AddFile(epi->file);
+    }
+  });
+  ep->down_gen_ = gen_;
+  ep->down_depth_ = result;
+  return result;
+}
+
+// How many instance links lead up from ep to an unwatched instance.
+int NestingCheck::UpDepth(Eventpoll* ep) NO_THREAD_SAFETY_ANALYSIS {
+  if (ep->up_gen_ == gen_) return ep->up_depth_;
+  int result = 0;
+  {
+    MutexLock l(ep->watch_lock_);
+    for (ListNode* n = ep->watchers_.next; n != &ep->watchers_; n = n->next) {
+      EpItem* epi = UEPOLL_CONTAINER_OF(n, EpItem, fllink);
+      result = std::max(result, UpDepth(epi->ep) + 1);
+    }
+  }
+  ep->up_gen_ = gen_;
+  ep->up_depth_ = result;
+  return result;
+}
+
+bool NestingCheck::TooManyPaths() {
+  for (File* f : files_) {
+    std::fill(std::begin(path_count_), std::end(path_count_), 0);
+    if (PathsFrom(f, 0)) return true;
+  }
+  return false;
+}
+
+// Counts the wakeup paths from f up to unwatched instances. Holding f's
+// watch_lock_ keeps its items, and so their instances, alive.
+bool NestingCheck::PathsFrom(File* f, int depth) NO_THREAD_SAFETY_ANALYSIS {
+  if (depth > kMaxNests) return true;
+  MutexLock l(f->watch_lock_);
+  for (ListNode* n = f->watchers_.next; n != &f->watchers_; n = n->next) {
+    EpItem* epi = UEPOLL_CONTAINER_OF(n, EpItem, fllink);
+    if (!epi->ep->watched()) {
+      if (depth > 0 && ++path_count_[depth] > kPathLimits[depth]) return true;
+    } else if (PathsFrom(epi->ep, depth + 1)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace uepoll::impl

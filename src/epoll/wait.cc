@@ -1,0 +1,145 @@
+// Scans of the ready list: harvests (epoll_wait), polls of an instance, and
+// the sleep/wake protocol of waiters. The protocol is in eventpoll.h.
+#include <errno.h>
+
+#include "core/fd_table.h"
+#include "epoll/eventpoll.h"
+
+namespace uepoll::impl {
+
+void Eventpoll::StartScan(ListNode* txlist) {
+  MutexLock l(lock_);
+  txlist->SpliceBack(&rdllist_);
+  ovflist_ = nullptr;  // active: callbacks chain here until DoneScan
+  SyncAvail();
+}
+
+void Eventpoll::DoneScan(ListNode* txlist, ListNode* requeue) {
+  MutexLock l(lock_);
+  // ovflist_ is newest-first; pushing each at the front of `arrived`
+  // restores arrival order. Items still linked (unprocessed on txlist, or
+  // re-queued LT items) keep their place.
+  ListNode arrived;
+  for (EpItem* epi = ovflist_, *next; epi != nullptr; epi = next) {
+    next = epi->ovf_next;
+    epi->ovf_next = kOvfUnactive;
+    if (!epi->rdllink.linked()) arrived.PushFront(&epi->rdllink);
+  }
+  ovflist_ = kOvfUnactive;
+  // rdllist_ is empty: nobody links into it during a scan.
+  rdllist_.SpliceBack(txlist);
+  rdllist_.SpliceBack(&arrived);
+  rdllist_.SpliceBack(requeue);
+  SyncAvail();
+  // Hand-off: more is ready, so the next waiter gets its turn.
+  if (!rdllist_.empty()) WakeOneLocked();
+}
+
+uint32_t Eventpoll::ItemPoll(EpItem* epi, int depth) {
+  return epi->file->Poll(depth) & epi->events.load(std::memory_order_relaxed);
+}
+
+int Eventpoll::SendEvents(epoll_event* events, int maxevents)
+    NO_THREAD_SAFETY_ANALYSIS {
+  ListNode txlist, requeue;
+  MutexLock m(mtx_);
+  StartScan(&txlist);
+  int res = 0;
+  while (!txlist.empty() && res < maxevents) {
+    EpItem* epi = UEPOLL_CONTAINER_OF(txlist.next, EpItem, rdllink);
+    epi->rdllink.Unlink();
+    // Always re-poll: the hint only filtered; an item that went idle since
+    // its wakeup is dropped (and not re-queued, even in LT mode).
+    uint32_t revents = ItemPoll(epi, 1);
+    if (!revents) continue;
+    if (!events) {
+      // The kernel faults on the copy-out: the item goes back, and EFAULT
+      // is returned only if nothing was delivered (always, for NULL).
+      txlist.PushFront(&epi->rdllink);
+      res = -EFAULT;
+      break;
+    }
+    events[res].events = revents;
+    events[res].data.u64 = epi->data;
+    ++res;
+    uint32_t ev = epi->events.load(std::memory_order_relaxed);
+    if (ev & EPOLLONESHOT) {
+      epi->events.store(ev & kEpPrivateBits, std::memory_order_relaxed);
+    } else if (!(ev & EPOLLET)) {
+      requeue.PushBack(&epi->rdllink);  // LT: round robin
+    }
+  }
+  DoneScan(&txlist, &requeue);
+  return res;
+}
+
+uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
+  ListNode txlist, requeue;
+  MutexLock m(mtx_);
+  StartScan(&txlist);
+  uint32_t res = 0;
+  while (!txlist.empty()) {
+    EpItem* epi = UEPOLL_CONTAINER_OF(txlist.next, EpItem, rdllink);
+    if (ItemPoll(epi, depth + 1)) {
+      res = EPOLLIN | EPOLLRDNORM;
+      break;
+    }
+    epi->rdllink.Unlink();  // stale: prune
+  }
+  DoneScan(&txlist, &requeue);
+  return res;
+}
+
+int Eventpoll::Wait(epoll_event* events, int maxevents,
+                    const Deadline& deadline, const sigset_t* sigmask)
+    NO_THREAD_SAFETY_ANALYSIS {
+  bool timed_out = deadline.is_zero();
+  bool eavail = avail_.load(std::memory_order_acquire);
+  for (;;) {
+    if (eavail) {
+      int n = SendEvents(events, maxevents);
+      if (n) return n;
+    }
+    if (timed_out) return 0;
+
+    EpWaiter w;
+    w.parker = &Parker::Current();
+    {
+      MutexLock l(lock_);
+      eavail = EventsAvailableLocked();
+      if (!eavail) waiters_.PushBack(&w.node);
+    }
+    if (eavail) continue;
+    Parker::Result r = w.parker->Park(deadline, sigmask);
+    {
+      MutexLock l(lock_);
+      // Still queued: nobody picked us (timeout, signal, or a stale token).
+      // Picked: an event was meant for us, so harvest even if we timed out.
+      eavail = !w.node.linked() || EventsAvailableLocked();
+      w.node.Unlink();
+    }
+    if (r == Parker::Result::kTimedOut) timed_out = true;
+    if (r == Parker::Result::kInterrupted) {
+      // Events found win over the signal, as in the kernel.
+      if (eavail) {
+        int n = SendEvents(events, maxevents);
+        if (n) return n;
+      }
+      return -EINTR;
+    }
+  }
+}
+
+int EpollWait(int epfd, epoll_event* events, int maxevents,
+              const Deadline& deadline, const sigset_t* sigmask) {
+  FileRef f = FdTable::Get().Lookup(epfd);
+  if (!f) return -EBADF;
+  constexpr int kMaxEvents = INT32_MAX / static_cast<int>(sizeof(epoll_event));
+  if (maxevents <= 0 || maxevents > kMaxEvents) return -EINVAL;
+  if (!f->is_epoll()) return -EINVAL;
+  // A NULL array faults only when an event is copied out (SendEvents).
+  return static_cast<Eventpoll*>(f.get())->Wait(events, maxevents, deadline,
+                                                sigmask);
+}
+
+}  // namespace uepoll::impl

@@ -1,0 +1,85 @@
+#include "sources/eventfd.h"
+
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
+#include <cstring>
+#include <new>
+
+#include "core/fd_table.h"
+
+namespace uepoll::impl {
+namespace {
+constexpr uint64_t kMax = UINT64_MAX;  // ULLONG_MAX: the overflow value
+}
+
+EventFd::EventFd(uint64_t initval, int flags)
+    : File(FileKind::kEventfd, O_RDWR | (flags & EFD_NONBLOCK)),
+      count_(initval),
+      semaphore_(flags & EFD_SEMAPHORE) {}
+
+uint32_t EventFd::Poll(int) {
+  uint64_t count;
+  {
+    MutexLock l(wq_.lock_);
+    count = count_;
+  }
+  uint32_t mask = 0;
+  if (count > 0) mask |= EPOLLIN | EPOLLRDNORM;
+  if (count == kMax) mask |= EPOLLERR;
+  if (kMax - 1 > count) mask |= EPOLLOUT | EPOLLWRNORM;
+  return mask;
+}
+
+ssize_t EventFd::Read(void* buf, size_t n) {
+  if (n < sizeof(uint64_t)) return -EINVAL;
+  // Deviation: a NULL buffer fails before consuming (docs/semantics.md).
+  if (!buf) return -EFAULT;
+  uint64_t v;
+  {
+    MutexLock l(wq_.lock_);
+    if (count_ == 0) {
+      if (nonblock()) return -EAGAIN;
+      int r = WaitEventLocked(wq_, false, [this]() NO_THREAD_SAFETY_ANALYSIS {
+        return count_ > 0;
+      });
+      if (r) return r;
+    }
+    v = semaphore_ ? 1 : count_;
+    count_ -= v;
+    wq_.WakeUpLocked(EPOLLOUT, 1);
+  }
+  std::memcpy(buf, &v, sizeof v);
+  return sizeof v;
+}
+
+ssize_t EventFd::Write(const void* buf, size_t n) {
+  if (n < sizeof(uint64_t)) return -EINVAL;
+  if (!buf) return -EFAULT;
+  uint64_t v;
+  std::memcpy(&v, buf, sizeof v);
+  if (v == kMax) return -EINVAL;
+  MutexLock l(wq_.lock_);
+  if (kMax - count_ <= v) {
+    if (nonblock()) return -EAGAIN;
+    int r = WaitEventLocked(wq_, false, [this, v]() NO_THREAD_SAFETY_ANALYSIS {
+      return kMax - count_ > v;
+    });
+    if (r) return r;
+  }
+  count_ += v;
+  wq_.WakeUpLocked(EPOLLIN, 1);
+  return sizeof v;
+}
+
+int CreateEventFd(unsigned int initval, int flags) {
+  if (flags & ~(EFD_SEMAPHORE | EFD_CLOEXEC | EFD_NONBLOCK)) return -EINVAL;
+  auto* f = new (std::nothrow) EventFd(initval, flags);
+  if (!f) return -ENOMEM;
+  int fd = FdTable::Get().Install(f, flags & EFD_CLOEXEC);
+  if (fd < 0) f->Unref();
+  return fd;
+}
+
+}  // namespace uepoll::impl
