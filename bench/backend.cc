@@ -1,0 +1,86 @@
+#include "backend.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <uepoll/debug.h>
+#include <uepoll/uepoll.h>
+
+namespace uepoll_bench {
+namespace {
+
+int KEventfd(unsigned int v, int f) { return ::eventfd(v, f); }
+
+const Backend kKernel = {"kernel",     "",        true,   ::epoll_create1,
+                         ::epoll_ctl,  ::epoll_wait, KEventfd, ::pipe2,
+                         ::socketpair, ::read,    ::write, ::close};
+
+const Backend kUepoll = {"uepoll",          "uepoll_",         false,
+                         uepoll_epoll_create1, uepoll_epoll_ctl,
+                         uepoll_epoll_wait, uepoll_eventfd,   uepoll_pipe2,
+                         uepoll_socketpair, uepoll_read,      uepoll_write,
+                         uepoll_close};
+
+}  // namespace
+
+const Backend& KernelBackend() { return kKernel; }
+const Backend& UepollBackend() { return kUepoll; }
+
+std::string CallError(const Backend& b, const char* call) {
+  int e = errno;
+  std::string s = std::string(b.prefix) + call + ": " + strerror(e);
+  if (e == ENOSYS && !b.is_kernel) s += " (the uepoll engine has not landed)";
+  return s;
+}
+
+long RaiseFdLimit(const Backend& b, long want) {
+  if (b.is_kernel) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+    if (rl.rlim_cur != RLIM_INFINITY && static_cast<long>(rl.rlim_cur) < want) {
+      rlim_t target = static_cast<rlim_t>(want);
+      if (rl.rlim_max != RLIM_INFINITY) target = std::min(target, rl.rlim_max);
+      rl.rlim_cur = target;
+      setrlimit(RLIMIT_NOFILE, &rl);
+      getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    return rl.rlim_cur == RLIM_INFINITY ? want : static_cast<long>(rl.rlim_cur);
+  }
+  long cap = uepoll_debug_fd_capacity();
+  long target = cap > 0 ? std::min(want, cap) : want;
+  long prev = uepoll_debug_set_fd_limit(target);
+  if (prev < 0) return -1;  // unknown: the calls themselves will tell
+  if (prev > target) {      // never lower a limit someone else raised
+    uepoll_debug_set_fd_limit(prev);
+    return prev;
+  }
+  return target;
+}
+
+bool StopFd::Create(const Backend& b, FdList& fds, std::string* err) {
+  fd = fds.Add(b.eventfd(0, EFD_NONBLOCK));
+  if (fd < 0) *err = CallError(b, "eventfd");
+  return fd >= 0;
+}
+
+bool StopFd::AddTo(const Backend& b, int epfd, std::string* err) const {
+  struct epoll_event ev = {};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kStopTag;
+  if (b.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0) return true;
+  *err = CallError(b, "epoll_ctl(ADD stop)");
+  return false;
+}
+
+void StopFd::Fire(const Backend& b) const {
+  uint64_t one = 1;
+  if (fd >= 0) b.write(fd, &one, sizeof(one));
+}
+
+}  // namespace uepoll_bench

@@ -1,0 +1,81 @@
+// The two implementations every workload runs on: the kernel's epoll (libc
+// calls on real descriptors) and uepoll. Same signatures, so a workload is
+// written once and measured twice in the same binary and the same run.
+#ifndef UEPOLL_BENCH_BACKEND_H_
+#define UEPOLL_BENCH_BACKEND_H_
+
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace uepoll_bench {
+
+struct Backend {
+  const char* name;    // "kernel" or "uepoll": the JSON "backend" value
+  const char* prefix;  // prepended to call names in error messages
+  bool is_kernel;
+  int (*epoll_create1)(int flags);
+  int (*epoll_ctl)(int epfd, int op, int fd, struct epoll_event* ev);
+  int (*epoll_wait)(int epfd, struct epoll_event* evs, int max, int timeout);
+  int (*eventfd)(unsigned int initval, int flags);
+  int (*pipe2)(int fds[2], int flags);
+  int (*socketpair)(int domain, int type, int protocol, int sv[2]);
+  ssize_t (*read)(int fd, void* buf, size_t n);
+  ssize_t (*write)(int fd, const void* buf, size_t n);
+  int (*close)(int fd);
+};
+
+const Backend& KernelBackend();
+const Backend& UepollBackend();
+
+// "uepoll_epoll_ctl: Function not implemented" for the current errno.
+std::string CallError(const Backend& b, const char* call);
+
+// Raises the backend's descriptor limit towards `want` (RLIMIT_NOFILE's soft
+// limit up to its hard limit for the kernel, uepoll's own limit up to the
+// table capacity for uepoll). Returns the limit now in force (maybe < want).
+long RaiseFdLimit(const Backend& b, long want);
+
+// Closes every descriptor it holds on destruction, so a measurement that
+// fails half-way through setup leaks nothing into the next one.
+class FdList {
+ public:
+  explicit FdList(const Backend& b) : b_(b) {}
+  FdList(const FdList&) = delete;
+  FdList& operator=(const FdList&) = delete;
+  ~FdList() { CloseAll(); }
+  int Add(int fd) {
+    if (fd >= 0) fds_.push_back(fd);
+    return fd;
+  }
+  void CloseAll() {
+    for (int fd : fds_) b_.close(fd);
+    fds_.clear();
+  }
+  void Reserve(size_t n) { fds_.reserve(n); }
+
+ private:
+  const Backend& b_;
+  std::vector<int> fds_;
+};
+
+// Tags in epoll_event.data.u64 that are not descriptors.
+inline constexpr uint64_t kStopTag = ~uint64_t{0};
+inline constexpr uint64_t kInstanceTag = uint64_t{1} << 62;
+
+// A never-read eventfd in every instance a thread may block on. Writing it
+// once wakes every waiter, and, level-triggered, keeps waking them: that is
+// how a measurement ends, however the backend behaves.
+struct StopFd {
+  int fd = -1;
+  bool Create(const Backend& b, FdList& fds, std::string* err);
+  bool AddTo(const Backend& b, int epfd, std::string* err) const;
+  void Fire(const Backend& b) const;
+};
+
+}  // namespace uepoll_bench
+
+#endif  // UEPOLL_BENCH_BACKEND_H_

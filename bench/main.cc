@@ -1,0 +1,72 @@
+// uepoll-bench: the same workloads on the kernel's epoll and on uepoll, in
+// one binary and one run, side by side (docs/PERFORMANCE.md).
+#include <stdio.h>
+#include <string.h>
+
+#include "workloads.h"
+
+namespace uepoll_bench {
+
+int FinishCommand(const CommonOptions& c, const Report& report) {
+  report.PrintTable(stdout);
+  fflush(stdout);
+  bool ok = true;
+  if (!c.json.empty()) {
+    ok = report.WriteJson(c.json);
+    if (ok) fprintf(stderr, "uepoll-bench: wrote %s\n", c.json.c_str());
+  }
+  if (!report.AnyMeasured()) {
+    fprintf(stderr, "uepoll-bench: nothing was measured (every run was skipped)\n");
+    return 1;
+  }
+  return ok ? 0 : 1;
+}
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int argc, char** argv);
+  const char* help;
+};
+
+const Command kCommands[] = {
+    {"wait", CmdWait, "port of 'perf bench epoll wait'"},
+    {"ctl", CmdCtl, "port of 'perf bench epoll ctl'"},
+    {"nested", CmdNested, "sources D instances deep, threads wait on the outermost"},
+    {"churn", CmdChurn, "create, ADD, signal, harvest, close without DEL, per thread"},
+    {"throughput", CmdThroughput, "one thread: signal + wait + consume, maxevents 1 and 64"},
+    {"pingpong", CmdPingpong, "two threads hand a token back and forth: latency"},
+    {"scale", CmdScale, "N registrations in one instance: memory, ADD rate, wait cost"},
+    {"suite", CmdSuite, "a short representative run of all of the above"},
+};
+
+void Usage(FILE* out) {
+  fprintf(out, "usage: uepoll-bench <command> [<options>]\n\ncommands:\n");
+  for (const Command& c : kCommands) fprintf(out, "    %-12s %s\n", c.name, c.help);
+  fprintf(out,
+          "\nEvery command takes --backend kernel|uepoll|both (default both), "
+          "--json FILE\nand -r SECONDS; 'uepoll-bench <command> --help' lists "
+          "the rest.\n");
+}
+
+}  // namespace
+}  // namespace uepoll_bench
+
+int main(int argc, char** argv) {
+  using namespace uepoll_bench;
+  if (argc < 2) {
+    Usage(stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+      strcmp(argv[1], "help") == 0) {
+    Usage(stdout);
+    return 0;
+  }
+  for (const Command& c : kCommands)
+    if (strcmp(argv[1], c.name) == 0) return c.run(argc - 2, argv + 2);
+  fprintf(stderr, "uepoll-bench: unknown command '%s'\n\n", argv[1]);
+  Usage(stderr);
+  return 2;
+}

@@ -1,0 +1,57 @@
+// A small table-driven option parser in the style perf uses: short options
+// ("-t 4", "-t4", bundled flags "-nR"), long options ("--threads 4",
+// "--threads=4"). Bad input is reported, never fatal: the caller exits 2.
+#ifndef UEPOLL_BENCH_OPTIONS_H_
+#define UEPOLL_BENCH_OPTIONS_H_
+
+#include <stdio.h>
+
+#include <string>
+#include <vector>
+
+#include "backend.h"
+
+namespace uepoll_bench {
+
+struct Option {
+  enum Kind { kFlag, kUint, kDouble, kString, kList };
+  char short_name;        // 0: long form only
+  const char* long_name;  // nullptr: short form only
+  Kind kind;
+  void* target;  // bool*, unsigned long*, double*, std::string*,
+                 // std::vector<unsigned long>* (comma-separated list)
+  const char* help;
+};
+
+enum class ParseResult { kOk, kHelp, kError };
+
+// Parses argv[0..argc) (the subcommand's own arguments). On kError the
+// message is already printed with the usage; on kHelp the usage is printed
+// to stdout.
+ParseResult ParseOptions(const char* synopsis, int argc, char** argv,
+                         const std::vector<Option>& opts);
+
+void PrintUsage(FILE* out, const char* synopsis,
+                const std::vector<Option>& opts);
+
+// What every subcommand accepts besides its own options.
+struct CommonOptions {
+  std::string backend = "both";
+  std::string json;
+  double runtime = -1;  // < 0: the workload's default
+  std::vector<const Backend*> backends;  // filled by Finish()
+};
+
+void AddCommonOptions(CommonOptions* c, std::vector<Option>* opts);
+
+// Checks the common options after parsing; prints a message and returns
+// false on a bad value.
+bool FinishCommonOptions(CommonOptions* c);
+
+// Prints "uepoll-bench: <msg>" to stderr and returns 2, the status for bad
+// options.
+int BadUsage(const std::string& msg);
+
+}  // namespace uepoll_bench
+
+#endif  // UEPOLL_BENCH_OPTIONS_H_

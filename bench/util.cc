@@ -1,0 +1,147 @@
+#include "util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace uepoll_bench {
+
+int64_t NowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+static std::vector<int> CpuList() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  if (cpus.empty()) cpus.push_back(0);
+  return cpus;
+}
+
+unsigned AllowedCpus() { return static_cast<unsigned>(CpuList().size()); }
+
+void PinToCpu(unsigned index) {
+  static const std::vector<int> cpus = CpuList();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpus[index % cpus.size()], &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+void Failure::Set(const std::string& msg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!failed_.load(std::memory_order_relaxed)) msg_ = msg;
+  failed_.store(true, std::memory_order_release);
+  cv_.notify_all();
+}
+
+std::string Failure::message() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return msg_;
+}
+
+void Failure::SleepFor(double seconds) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::duration<double>(seconds),
+               [this] { return failed_.load(std::memory_order_relaxed); });
+}
+
+void Gate::Arrive() {
+  std::unique_lock<std::mutex> lock(mu_);
+  ++arrived_;
+  cv_.notify_all();
+  cv_.wait(lock, [this] { return open_; });
+}
+
+void Gate::WaitArrivals(unsigned n) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return arrived_ >= n; });
+}
+
+void Gate::Open() {
+  std::lock_guard<std::mutex> lock(mu_);
+  open_ = true;
+  cv_.notify_all();
+}
+
+ThreadGroup::~ThreadGroup() { JoinAll(30, "threads"); }
+
+void ThreadGroup::Spawn(std::function<void()> fn) {
+  threads_.emplace_back([this, fn = std::move(fn)] {
+    fn();
+    std::lock_guard<std::mutex> lock(mu_);
+    ++finished_;
+    cv_.notify_all();
+  });
+}
+
+void ThreadGroup::JoinAll(double timeout_s, const char* what) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                      [this] { return finished_ == threads_.size(); })) {
+      fprintf(stderr,
+              "uepoll-bench: %s did not finish %.0f s after the stop signal "
+              "(a lost wakeup?); giving up\n",
+              what, timeout_s);
+      fflush(stdout);
+      _Exit(3);
+    }
+  }
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  finished_ = 0;
+}
+
+void Stats::Add(double v) {
+  ++n_;
+  double delta = v - mean_;
+  mean_ += delta / n_;
+  m2_ += delta * (v - mean_);
+}
+
+double Stats::RelStddevPct() const {
+  if (n_ < 2 || mean_ == 0) return 0;
+  double stderr_mean = std::sqrt(m2_ / (n_ - 1) / n_);
+  return 100.0 * stderr_mean / mean_;
+}
+
+int64_t Percentile(std::vector<int64_t>& v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+bool ParseUintList(const std::string& s, std::vector<unsigned long>* out) {
+  out->clear();
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t comma = s.find(',', pos);
+    if (comma == std::string::npos) comma = s.size();
+    std::string item = s.substr(pos, comma - pos);
+    if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    errno = 0;
+    unsigned long v = strtoul(item.c_str(), nullptr, 10);
+    if (errno != 0 || v == 0) return false;
+    out->push_back(v);
+    pos = comma + 1;
+  }
+  return !out->empty();
+}
+
+}  // namespace uepoll_bench

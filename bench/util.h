@@ -1,0 +1,97 @@
+// Small pieces every workload shares: clocks, CPU pinning, the start gate,
+// failure reporting across threads, and perf's statistics.
+#ifndef UEPOLL_BENCH_UTIL_H_
+#define UEPOLL_BENCH_UTIL_H_
+
+#include <stdint.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace uepoll_bench {
+
+int64_t NowNs();  // CLOCK_MONOTONIC
+
+// CPUs this process may run on (sched_getaffinity), at least 1.
+unsigned AllowedCpus();
+// Pins the calling thread to the index'th allowed CPU (modulo their count),
+// as perf pins worker i to CPU i % nCPUs.
+void PinToCpu(unsigned index);
+
+// The first error any thread hits; the measurement then stops early and is
+// reported as skipped with this message rather than aborting the process.
+class Failure {
+ public:
+  void Set(const std::string& msg);
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  std::string message() const;
+  // Sleeps up to `seconds`, returning early once Set() is called.
+  void SleepFor(double seconds);
+
+ private:
+  std::atomic<bool> failed_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string msg_;
+};
+
+// Worker threads that start together: each calls Arrive() after its setup and
+// blocks until the main thread, having seen every arrival, calls Open(). This
+// keeps thread creation out of the measured interval.
+class Gate {
+ public:
+  void Arrive();
+  void WaitArrivals(unsigned n);
+  void Open();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  unsigned arrived_ = 0;
+  bool open_ = false;
+};
+
+// Joins threads, but gives up (and exits the process with a message) if they
+// do not finish within `timeout_s`: a backend that loses a wakeup must not
+// hang a whole suite run.
+class ThreadGroup {
+ public:
+  ~ThreadGroup();
+  void Spawn(std::function<void()> fn);
+  void JoinAll(double timeout_s, const char* what);
+  size_t size() const { return threads_.size(); }
+
+ private:
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t finished_ = 0;
+};
+
+// Mean and standard error of the mean, as perf's util/stat.c computes them
+// (Welford), so the "+- x%" figure means the same thing as perf's.
+class Stats {
+ public:
+  void Add(double v);
+  double mean() const { return mean_; }
+  double RelStddevPct() const;  // 100 * stderr / mean
+
+ private:
+  long n_ = 0;
+  double mean_ = 0, m2_ = 0;
+};
+
+// p in [0,1]; sorts v.
+int64_t Percentile(std::vector<int64_t>& v, double p);
+
+// Thread counts and sizes given as "1,2,4,16". False on a malformed list.
+bool ParseUintList(const std::string& s, std::vector<unsigned long>* out);
+
+}  // namespace uepoll_bench
+
+#endif  // UEPOLL_BENCH_UTIL_H_

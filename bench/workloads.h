@@ -1,0 +1,83 @@
+// The workloads (one .cc each) and the commands that drive them. Each
+// Measure* runs one measurement on one backend and never aborts: a failing
+// call ends that measurement early and comes back as Result::error.
+#ifndef UEPOLL_BENCH_WORKLOADS_H_
+#define UEPOLL_BENCH_WORKLOADS_H_
+
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "options.h"
+#include "report.h"
+#include "util.h"
+
+namespace uepoll_bench {
+
+// perf bench epoll wait / ctl (wl_wait.cc, wl_ctl.cc).
+struct WaitParams {
+  unsigned long threads = 0;  // 0: online CPUs - 1, at least 1
+  unsigned long nfds = 64;
+  unsigned long nested = 0;
+  double runtime = 8;
+  bool noaffinity = false, randomize = false, multiq = false,
+       nonblocking = false, oneshot = false, edge = false, verbose = false,
+       no_sleep = false;
+  bool perf_output = true;  // print perf's own lines
+};
+Result MeasureWait(const Backend& b, const WaitParams& p);
+
+struct CtlParams {
+  unsigned long threads = 0;  // 0: online CPUs
+  unsigned long nfds = 64;
+  unsigned long nested = 0;
+  double runtime = 8;
+  bool noaffinity = false, randomize = false, verbose = false, no_sleep = false;
+  bool perf_output = true;
+};
+Result MeasureCtl(const Backend& b, const CtlParams& p);
+
+Result MeasureNested(const Backend& b, unsigned long threads,
+                     unsigned long depth, unsigned long sources, double runtime);
+Result MeasureChurn(const Backend& b, unsigned long threads, double runtime);
+Result MeasureThroughput(const Backend& b, unsigned long maxevents,
+                         double runtime);
+Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime);
+// The registrations a scale run of `want` can make on b: the kernel's is
+// capped by RLIMIT_NOFILE's hard limit. Raises the limit as a side effect.
+unsigned long ScaleCapacity(const Backend& b, unsigned long want);
+Result MeasureScale(const Backend& b, unsigned long n, double runtime);
+// One scale measurement per backend and size, skipping the repeats a capped
+// size would make.
+void RunScale(const std::vector<const Backend*>& backends,
+              const std::vector<unsigned long>& sizes, double runtime, Report& report);
+
+int CmdWait(int argc, char** argv);
+int CmdCtl(int argc, char** argv);
+int CmdNested(int argc, char** argv);
+int CmdChurn(int argc, char** argv);
+int CmdThroughput(int argc, char** argv);
+int CmdPingpong(int argc, char** argv);
+int CmdScale(int argc, char** argv);
+int CmdSuite(int argc, char** argv);
+
+// Runs one measurement between two progress lines and files the result.
+template <class F>
+void RunMeasurement(Progress& progress, Report& report, const char* workload,
+                    const Backend& b, const std::string& label, F measure) {
+  progress.Start(workload, b.name, label);
+  int64_t t0 = NowNs();
+  Result r = measure();
+  progress.Finish(r, static_cast<double>(NowNs() - t0) / 1e9);
+  report.Add(std::move(r));
+}
+
+// The end of every command: the table, the JSON file, the exit status (0 if
+// anything was measured, 1 if everything was skipped).
+int FinishCommand(const CommonOptions& c, const Report& report);
+
+}  // namespace uepoll_bench
+
+#endif  // UEPOLL_BENCH_WORKLOADS_H_
