@@ -4,7 +4,6 @@
 // (EINVAL); and what it allows (diamonds). Diagram legend as in
 // topology_test.cc; an arrow-less edge points from parent (above) to child.
 #include <atomic>
-#include <barrier>
 #include <thread>
 #include <vector>
 
@@ -14,6 +13,24 @@ namespace uepoll_test {
 namespace {
 
 constexpr int kMaxChain = 5;  // instances; 4 instance-to-instance links
+
+// Raises the backend's descriptor limit (RLIMIT_NOFILE, or uepoll's own) to
+// at least `needed` for a scope, and restores it after.
+class FdLimitAtLeast {
+ public:
+  FdLimitAtLeast(const Backend& b, long needed) : b_(b), needed_(needed) {
+    prev_ = b_.set_fd_limit(needed_);
+    if (prev_ > needed_) b_.set_fd_limit(prev_);
+  }
+  ~FdLimitAtLeast() {
+    if (prev_ >= 0 && prev_ < needed_) b_.set_fd_limit(prev_);
+  }
+
+ private:
+  const Backend& b_;
+  long needed_;
+  long prev_;
+};
 
 class NestingLimits : public NestingTest {
  protected:
@@ -40,9 +57,11 @@ class NestingLimits : public NestingTest {
     if (leaf) Watch(e->back(), *s0, kLt, 1);
     std::vector<int> errs;
     if (top_down) {
-      for (int i = 0; i + 1 < n; ++i) errs.push_back(AddErr((*e)[i], (*e)[i + 1]));
+      for (int i = 0; i + 1 < n; ++i)
+        errs.push_back(AddErr((*e)[i], (*e)[i + 1]));
     } else {
-      for (int i = n - 2; i >= 0; --i) errs.push_back(AddErr((*e)[i], (*e)[i + 1]));
+      for (int i = n - 2; i >= 0; --i)
+        errs.push_back(AddErr((*e)[i], (*e)[i + 1]));
     }
     return errs;
   }
@@ -56,8 +75,10 @@ class NestingLimits : public NestingTest {
     for (int i = 0; i + 1 < static_cast<int>(errs.size()); ++i)
       EXPECT_EQ(errs[i], 0) << "link " << i;
     EXPECT_EQ(errs.back(), ELOOP);
-    if (top_down) ExpectNoItem(e[kMaxChain - 1], e[kMaxChain]);
-    else ExpectNoItem(e[0], e[1]);
+    if (top_down)
+      ExpectNoItem(e[kMaxChain - 1], e[kMaxChain]);
+    else
+      ExpectNoItem(e[0], e[1]);
     if (!leaf) return;
     // The 5-instance chain that was accepted still propagates.
     int top = top_down ? e[0] : e[1];
@@ -104,15 +125,14 @@ class NestingLimits : public NestingTest {
   }
 
   void CheckPathLimit(int len, int limit) {
-    // Up to ~limit+1 fans plus a chain, on both backends.
-    long prev = B().set_fd_limit(4096);
+    // 500 paths take over 500 instances.
+    FdLimitAtLeast fds(B(), 2048);
     for (bool source_last : {false, true}) {
       int err;
       EXPECT_EQ(CountPaths(len, source_last, &err), limit)
           << "len " << len << (source_last ? ", source added last" : "");
       EXPECT_EQ(err, EINVAL);
     }
-    if (prev > 4096) B().set_fd_limit(prev);
   }
 };
 
@@ -127,10 +147,14 @@ class NestingLimits : public NestingTest {
 //  e4
 //   |      built top-down: e0<-e1 first, e4<-e5 last
 //  e5  <- refused (ELOOP)
-TEST_P(NestingLimits, ChainOfSixTopDownWithoutLeaf) { CheckChainLimit(true, false); }
+TEST_P(NestingLimits, ChainOfSixTopDownWithoutLeaf) {
+  CheckChainLimit(true, false);
+}
 
 //  same, with a leaf:  e5 -(lt)- s0
-TEST_P(NestingLimits, ChainOfSixTopDownWithLeaf) { CheckChainLimit(true, true); }
+TEST_P(NestingLimits, ChainOfSixTopDownWithLeaf) {
+  CheckChainLimit(true, true);
+}
 
 //  e0  <- refused (ELOOP)
 //   |
@@ -143,10 +167,14 @@ TEST_P(NestingLimits, ChainOfSixTopDownWithLeaf) { CheckChainLimit(true, true); 
 //  e4
 //   |      built bottom-up: e4<-e5 first, e0<-e1 last
 //  e5
-TEST_P(NestingLimits, ChainOfSixBottomUpWithoutLeaf) { CheckChainLimit(false, false); }
+TEST_P(NestingLimits, ChainOfSixBottomUpWithoutLeaf) {
+  CheckChainLimit(false, false);
+}
 
 //  same, with a leaf:  e5 -(lt)- s0
-TEST_P(NestingLimits, ChainOfSixBottomUpWithLeaf) { CheckChainLimit(false, true); }
+TEST_P(NestingLimits, ChainOfSixBottomUpWithLeaf) {
+  CheckChainLimit(false, true);
+}
 
 //  a0          b0
 //   |           |
@@ -248,55 +276,51 @@ TEST_P(NestingLimits, AtMost50PathsOfLengthFour) { CheckPathLimit(4, 50); }
 TEST_P(NestingLimits, AtMost10PathsOfLengthFive) { CheckPathLimit(5, 10); }
 
 //  A     B
-//   \   /      thread 1: ADD B into A, thread 2: ADD A into B, at once
-//    x
+//   \   /      thread 0: ADD B into A, thread 1: ADD A into B, at once
+//    \ /
+//     x
 // The cycle check and the insert are one step: both ADDs can never succeed,
-// and the loser fails ELOOP.
+// and the loser fails ELOOP. The pairs are made up front in batches and the
+// two threads meet per pair on a yielding spin, so rounds stay cheap even on
+// a loaded machine.
 TEST_P(NestingLimits, ConcurrentCrossAddsNeverBothSucceed) {
-  constexpr int kRounds = 2000;
+  constexpr int kBatches = 4;
+  constexpr int kPairs = 500;  // per batch
+  FdLimitAtLeast fds(B(), 4 * kPairs);
   const Backend* b = &B();
-  int fd[2] = {-1, -1};
-  int res[2] = {0, 0};
-  int err[2] = {0, 0};
-  bool quit = false;
-  // Phases per round: main creates both instances | both adders ADD | main
-  // checks and closes. The barrier orders every access to the plain ints.
-  std::barrier sync(3);
-  auto adder = [&](int self) {
-    for (;;) {
-      sync.arrive_and_wait();
-      if (quit) return;
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      errno = 0;
-      res[self] = b->epoll_ctl(fd[self], EPOLL_CTL_ADD, fd[1 - self], &ev);
-      err[self] = errno;
-      sync.arrive_and_wait();
-    }
-  };
-  std::thread t0(adder, 0), t1(adder, 1);
   int both = 0, none = 0, wrong_errno = 0;
-  for (int i = 0; i < kRounds; ++i) {
-    fd[0] = B().epoll_create1(0);
-    fd[1] = B().epoll_create1(0);
-    if (fd[0] < 0 || fd[1] < 0) {
-      ADD_FAILURE() << "epoll_create1: " << strerror(errno);
-      B().close(fd[0]);
-      B().close(fd[1]);
-      break;
+  for (int batch = 0; batch < kBatches; ++batch) {
+    std::vector<int> fd(2 * kPairs);
+    for (int& f : fd) f = Epoll();
+    if (HasFailure()) return;
+    std::vector<std::atomic<int>> arrived(kPairs);
+    std::vector<int> res(2 * kPairs), err(2 * kPairs);
+    auto adder = [&](int self) {
+      for (int i = 0; i < kPairs; ++i) {
+        arrived[i].fetch_add(1, std::memory_order_acq_rel);
+        // Spin briefly (the partner is usually running), then yield to it.
+        for (int spins = 0; arrived[i].load(std::memory_order_acquire) < 2;)
+          if (++spins > 2000) std::this_thread::yield();
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        errno = 0;
+        res[2 * i + self] = b->epoll_ctl(fd[2 * i + self], EPOLL_CTL_ADD,
+                                         fd[2 * i + 1 - self], &ev);
+        err[2 * i + self] = errno;
+      }
+    };
+    std::thread t0(adder, 0), t1(adder, 1);
+    t0.join();
+    t1.join();
+    for (int i = 0; i < kPairs; ++i) {
+      int r0 = res[2 * i], r1 = res[2 * i + 1];
+      both += r0 == 0 && r1 == 0;
+      none += r0 != 0 && r1 != 0;
+      wrong_errno += (r0 != 0 && err[2 * i] != ELOOP) +
+                     (r1 != 0 && err[2 * i + 1] != ELOOP);
     }
-    sync.arrive_and_wait();
-    sync.arrive_and_wait();
-    both += res[0] == 0 && res[1] == 0;
-    none += res[0] != 0 && res[1] != 0;
-    for (int k = 0; k < 2; ++k) wrong_errno += res[k] != 0 && err[k] != ELOOP;
-    B().close(fd[0]);
-    B().close(fd[1]);
+    for (int f : fd) Close(f);
   }
-  quit = true;
-  sync.arrive_and_wait();
-  t0.join();
-  t1.join();
   EXPECT_EQ(both, 0);
   EXPECT_EQ(none, 0);
   EXPECT_EQ(wrong_errno, 0);

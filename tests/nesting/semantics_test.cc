@@ -12,11 +12,11 @@ namespace {
 constexpr uint64_t kLeaf = 1, kInner = 10;
 // Every poll bit there is, to show which ones an instance sets.
 constexpr short kAllPollBits = POLLIN | POLLPRI | POLLOUT | POLLRDNORM |
-                               POLLRDBAND | POLLWRNORM | POLLWRBAND |
-                               POLLMSG | POLLRDHUP;
-constexpr uint32_t kAllEpollBits = EPOLLIN | EPOLLPRI | EPOLLOUT |
-                                   EPOLLRDNORM | EPOLLRDBAND | EPOLLWRNORM |
-                                   EPOLLWRBAND | EPOLLMSG | EPOLLRDHUP;
+                               POLLRDBAND | POLLWRNORM | POLLWRBAND | POLLMSG |
+                               POLLRDHUP;
+constexpr uint32_t kAllEpollBits = EPOLLIN | EPOLLPRI | EPOLLOUT | EPOLLRDNORM |
+                                   EPOLLRDBAND | EPOLLWRNORM | EPOLLWRBAND |
+                                   EPOLLMSG | EPOLLRDHUP;
 
 class NestingSemantics : public NestingTest {
  protected:
@@ -161,8 +161,7 @@ TEST_P(NestingSemantics, OuterEtSeesOneEdgePerInnerEvent) {
     EXPECT_EQ(WaitNow(e1), 1) << "round " << round;
     EXPECT_EQ(WaitNow(e1), 1) << "round " << round;
     EXPECT_EQ(PollIn(e1), 1) << "round " << round;
-    EXPECT_EQ(WaitNow(e0), 0) << "LT re-queue seen as an edge, round "
-                              << round;
+    EXPECT_EQ(WaitNow(e0), 0) << "LT re-queue seen as an edge, round " << round;
   }
 }
 
@@ -212,8 +211,7 @@ TEST_P(NestingSemantics, WaiterOnOuterWakesWhenLeafTwoLevelsDownIsReady) {
   Watch(e2, s0, kEt, kLeaf);
   Watch(e1, e2, kEt, 2);
   Watch(e0, e1, kEt, kInner);
-  auto got =
-      Race({{e0, Via::kWait}}, [&] { Signal(s0); }, 1, {e0});
+  auto got = Race({{e0, Via::kWait}}, [&] { Signal(s0); }, 1, {e0});
   EXPECT_TRUE(got[0]);
 }
 

@@ -85,7 +85,8 @@ class NestingTest : public BackendTest {
       int n = 0;
       for (auto& w : ws) n += real(*w);
       return n >= settle;
-    })) << "fewer than " << settle << " watchers got the event";
+    })) << "fewer than "
+        << settle << " watchers got the event";
     Signal(stop);
     for (size_t i = 0; i < ws.size(); ++i) {
       EXPECT_TRUE(ws[i]->WaitDone());

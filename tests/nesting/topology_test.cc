@@ -9,6 +9,8 @@
 // rightly got nothing.
 #include "nesting/topology.h"
 
+#include <array>
+
 namespace uepoll_test {
 namespace {
 
@@ -33,6 +35,11 @@ class NestingTopology : public NestingTest {
     Watch(e0, e1, outer, kE1);
     Watch(e0, e2, outer, kE2);
     return {e0, e1, e2, s0, s1};
+  }
+
+  void SignalBoth(int s0, int s1) {
+    Signal(s0);
+    Signal(s1);
   }
 
   // t0 harvests e0 twice with zero timeouts after one event on s0.
@@ -309,8 +316,8 @@ TEST_P(NestingTwoThreads, PollPollOuterLtInnerEt) {
 // ready too.
 TEST_P(NestingTwoThreads, InnerAndOuterInnerLt) {
   auto [e0, e1, s0] = Chain(kLt, kLt);
-  auto got = Race({{e1, Via::kWait}, {e0, Via::kWait}}, [&] { Signal(s0); },
-                  2, {e0});
+  auto got =
+      Race({{e1, Via::kWait}, {e0, Via::kWait}}, [&] { Signal(s0); }, 2, {e0});
   EXPECT_TRUE(got[0]);
   EXPECT_TRUE(got[1]);
 }
@@ -325,8 +332,8 @@ TEST_P(NestingTwoThreads, InnerAndOuterInnerLt) {
 //     s0
 TEST_P(NestingTwoThreads, InnerAndOuterEtOverLt) {
   auto [e0, e1, s0] = Chain(kEt, kLt);
-  auto got = Race({{e1, Via::kWait}, {e0, Via::kWait}}, [&] { Signal(s0); },
-                  2, {e0});
+  auto got =
+      Race({{e1, Via::kWait}, {e0, Via::kWait}}, [&] { Signal(s0); }, 2, {e0});
   EXPECT_TRUE(got[0]);
   EXPECT_TRUE(got[1]);
 }
@@ -344,8 +351,8 @@ TEST_P(NestingTwoThreads, InnerAndOuterEtOverLt) {
 // is asserted.
 TEST_P(NestingTwoThreads, InnerAndOuterInnerEt) {
   auto [e0, e1, s0] = Chain(kLt, kEt);
-  auto got = Race({{e1, Via::kWait}, {e0, Via::kWait}}, [&] { Signal(s0); },
-                  1, {e0});
+  auto got =
+      Race({{e1, Via::kWait}, {e0, Via::kWait}}, [&] { Signal(s0); }, 1, {e0});
   EXPECT_TRUE(got[0]);
 }
 
@@ -359,8 +366,8 @@ TEST_P(NestingTwoThreads, InnerAndOuterInnerEt) {
 //     s0
 TEST_P(NestingTwoThreads, PollInnerWaitOuterLt) {
   auto [e0, e1, s0] = Chain(kLt, kLt);
-  auto got = Race({{e1, Via::kPoll}, {e0, Via::kWait}}, [&] { Signal(s0); },
-                  2, {e0});
+  auto got =
+      Race({{e1, Via::kPoll}, {e0, Via::kWait}}, [&] { Signal(s0); }, 2, {e0});
   EXPECT_TRUE(got[0]);
   EXPECT_TRUE(got[1]);
 }
@@ -375,8 +382,8 @@ TEST_P(NestingTwoThreads, PollInnerWaitOuterLt) {
 //     s0
 TEST_P(NestingTwoThreads, WaitInnerPollOuterEtOverLt) {
   auto [e0, e1, s0] = Chain(kEt, kLt);
-  auto got = Race({{e1, Via::kWait}, {e0, Via::kPoll}}, [&] { Signal(s0); },
-                  2, {e0});
+  auto got =
+      Race({{e1, Via::kWait}, {e0, Via::kPoll}}, [&] { Signal(s0); }, 2, {e0});
   EXPECT_TRUE(got[0]);
   EXPECT_TRUE(got[1]);
 }
@@ -392,7 +399,7 @@ TEST_P(NestingTwoThreads, WaitInnerPollOuterEtOverLt) {
 TEST_P(NestingTwoThreads, WaitWaitForkLt) {
   auto [e0, e1, e2, s0, s1] = Fork(kLt);
   auto got = Race({{e0, Via::kWait}, {e0, Via::kWait}},
-                  [&] { Signal(s0); Signal(s1); }, 2, {e0});
+                  [&] { SignalBoth(s0, s1); }, 2, {e0});
   EXPECT_TRUE(got[0]);
   EXPECT_TRUE(got[1]);
 }
@@ -409,7 +416,7 @@ TEST_P(NestingTwoThreads, WaitWaitForkLt) {
 TEST_P(NestingTwoThreads, WaitWaitForkEt) {
   auto [e0, e1, e2, s0, s1] = Fork(kEt);
   auto got = Race({{e0, Via::kWait}, {e0, Via::kWait}},
-                  [&] { Signal(s0); Signal(s1); }, 2, {e0});
+                  [&] { SignalBoth(s0, s1); }, 2, {e0});
   EXPECT_TRUE(got[0]);
   EXPECT_TRUE(got[1]);
 }
@@ -425,7 +432,7 @@ TEST_P(NestingTwoThreads, WaitWaitForkEt) {
 TEST_P(NestingTwoThreads, PollPollForkLt) {
   auto [e0, e1, e2, s0, s1] = Fork(kLt);
   auto got = Race({{e0, Via::kPoll}, {e0, Via::kPoll}},
-                  [&] { Signal(s0); Signal(s1); }, 2, {e0});
+                  [&] { SignalBoth(s0, s1); }, 2, {e0});
   EXPECT_TRUE(got[0]);
   EXPECT_TRUE(got[1]);
 }

@@ -93,12 +93,16 @@ class Waiter {
   // never slept before the deadline.
   bool Parked() const {
     return Eventually([this] {
-      return Done() || (entered_.load(std::memory_order_acquire) &&
-                        TaskState(tid_.load(std::memory_order_acquire)) == 'S');
-    }) && !Done();
+             return Done() ||
+                    (entered_.load(std::memory_order_acquire) &&
+                     TaskState(tid_.load(std::memory_order_acquire)) == 'S');
+           }) &&
+           !Done();
   }
   bool Done() const { return done_.load(std::memory_order_acquire); }
-  bool WaitDone() const { return Eventually([this] { return Done(); }); }
+  bool WaitDone() const {
+    return Eventually([this] { return Done(); });
+  }
   // Valid once Done().
   int result() const { return result_; }
   int error() const { return error_; }

@@ -134,8 +134,8 @@ TEST_P(ThreadsWakeup, ExclusiveOnEveryRegistrationWakesExactlyOne) {
   std::vector<std::unique_ptr<Waiter>> ws;
   for (int i = 0; i < kInstances; ++i) {
     int ep = Epoll();
-    ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN | EPOLLEXCLUSIVE,
-                  kEventData), 0);
+    ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN | EPOLLEXCLUSIVE, kEventData),
+              0);
     ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, stop, EPOLLIN, kStopData), 0);
     ws.push_back(StartWaiter(ep));
   }
@@ -241,8 +241,8 @@ TEST_P(ThreadsWakeup, WaiterWhoseEventWasStolenKeepsWaiting) {
       ++stolen;
       // The waiter was woken for an event it cannot have: it must go back to
       // sleep and take the next one.
-      ASSERT_TRUE(w->Parked()) << "round " << round << ": returned "
-                               << w->result();
+      ASSERT_TRUE(w->Parked())
+          << "round " << round << ": returned " << w->result();
       Signal(src);
     }
     ASSERT_TRUE(w->WaitDone());
