@@ -221,6 +221,31 @@ TEST_P(CtlErrors, ChainOfFiveInstancesAllowedSixthFailsEloop) {
   EXPECT_ERRNO(Ctl(e[0], EPOLL_CTL_ADD, e[5], EPOLLIN, 0), ELOOP);
 }
 
+// e -> a -> o[i]: every outer instance adds one wakeup path of length 2
+// to the eventfd, and 500 is the most the kernel accepts.
+TEST_P(CtlErrors, FiveHundredAndFirstPathOfLengthTwoFailsEinval) {
+  int e = Eventfd();
+  int a = Epoll();
+  ASSERT_EQ(Ctl(a, EPOLL_CTL_ADD, e, EPOLLIN, 0), 0);
+  for (int i = 0; i < 500; ++i)
+    ASSERT_EQ(Ctl(Epoll(), EPOLL_CTL_ADD, a, EPOLLIN, 0), 0) << i;
+  int last = Epoll();
+  EXPECT_ERRNO(Ctl(last, EPOLL_CTL_ADD, a, EPOLLIN, 0), EINVAL);
+  EXPECT_ERRNO(B().epoll_ctl(last, EPOLL_CTL_DEL, a, nullptr), ENOENT);
+}
+
+// e -> a -> m -> o[i]: paths of length 3 are limited to 100.
+TEST_P(CtlErrors, HundredAndFirstPathOfLengthThreeFailsEinval) {
+  int e = Eventfd();
+  int a = Epoll();
+  int m = Epoll();
+  ASSERT_EQ(Ctl(a, EPOLL_CTL_ADD, e, EPOLLIN, 0), 0);
+  ASSERT_EQ(Ctl(m, EPOLL_CTL_ADD, a, EPOLLIN, 0), 0);
+  for (int i = 0; i < 100; ++i)
+    ASSERT_EQ(Ctl(Epoll(), EPOLL_CTL_ADD, m, EPOLLIN, 0), 0) << i;
+  EXPECT_ERRNO(Ctl(Epoll(), EPOLL_CTL_ADD, m, EPOLLIN, 0), EINVAL);
+}
+
 TEST_P(CtlErrors, EpollCreateNonPositiveSizeFailsEinval) {
   EXPECT_ERRNO(B().epoll_create(0), EINVAL);
   EXPECT_ERRNO(B().epoll_create(-1), EINVAL);

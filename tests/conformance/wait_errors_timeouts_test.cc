@@ -217,6 +217,20 @@ TEST_P(WaitErrors, Pwait2ShortTimespecReturnsZeroNoEarlier) {
   EXPECT_GE(MonotonicNs() - t0, 25 * 1000000LL + 123);
 }
 
+// The ready list is non-empty but its item went idle: the harvest finds
+// nothing, and the wait sleeps on to its deadline instead of returning.
+TEST_P(WaitErrors, IdleQueuedItemDoesNotEndTimedWaitEarly) {
+  int ep = Epoll();
+  int efd = Eventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLIN | EPOLLET, 1), 0);
+  EfdWrite(efd, 1);
+  EfdRead(efd);
+  epoll_event ev[1];
+  int64_t t0 = MonotonicNs();
+  EXPECT_EQ(B().epoll_wait(ep, ev, 1, 30), 0);
+  EXPECT_GE(MonotonicNs() - t0, 30 * 1000000LL);
+}
+
 TEST_P(WaitErrors, AnyNegativeTimeoutBlocksUntilSignal) {
   int ep = Epoll();
   epoll_event ev[1];
