@@ -1,0 +1,71 @@
+// Helpers shared by the pipe and socket sources: sleeping in a blocking
+// read or write, and raising SIGPIPE.
+//
+// Why not WaitEventLocked: pipes and socket pairs guard their state with
+// their own mutex, not with the wait queue's lock_ (a pipe has two queues,
+// a socket pair four sides of state across two queues). WaitForIo follows
+// the kernel's wait_event_interruptible(): hook the entry on the queue
+// first, then test the condition (which takes the object's mutex), then
+// sleep. A waker changes the state under that mutex and only then wakes the
+// queue, so either the test sees the change or the waker sees the entry.
+//
+// Thread safety: called with no lock held; ready() takes the object lock.
+// The queue lock and the object lock are never held together.
+#ifndef UEPOLL_SRC_SOURCES_IO_WAIT_H_
+#define UEPOLL_SRC_SOURCES_IO_WAIT_H_
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include "base/deadline.h"
+#include "base/parker.h"
+#include "core/wait_queue.h"
+
+namespace uepoll::impl {
+
+// How a signal ends a sleep, as the kernel's blocking I/O decides it:
+//  kRestartable  nothing transferred yet: the kernel returns -ERESTARTSYS,
+//                so a handler with SA_RESTART restarts the call (we keep
+//                sleeping) and one without makes it fail EINTR.
+//  kPartial      the call already moved bytes: any handled signal ends it
+//                and the caller returns the partial count.
+enum class SignalRule { kRestartable, kPartial };
+
+// Sleeps on q until ready() holds. Returns 0, or -EINTR when a signal ended
+// the sleep (by `rule`) and ready() is still false. `exclusive` queues the
+// thread as an exclusive waiter (a wake with nr_exclusive 1 picks one).
+template <class Ready>
+int WaitForIo(WaitQueue& q, bool exclusive, SignalRule rule, Ready ready) {
+  ThreadWaitEntry w;
+  w.entry.func = &ThreadWaitEntry::Wake;
+  w.entry.flags = exclusive ? WaitEntry::kExclusive : 0;
+  w.parker = &Parker::Current();
+  for (;;) {
+    {
+      MutexLock l(q.lock_);
+      // A wake unlinks the entry (autoremove); hook it again before the
+      // next test so that no wake between the test and the sleep is lost.
+      if (!w.entry.node.linked()) q.AddLocked(&w.entry);
+    }
+    if (ready()) break;
+    Parker::Result r = rule == SignalRule::kRestartable
+                           ? w.parker->ParkIo()
+                           : w.parker->Park(Deadline::Infinite(), nullptr);
+    if (r == Parker::Result::kInterrupted && !ready()) {
+      q.Remove(&w.entry);
+      return -EINTR;
+    }
+  }
+  q.Remove(&w.entry);
+  return 0;
+}
+
+// send_sig(SIGPIPE, current, 0): a thread-directed SIGPIPE for the caller.
+// Called with no lock held, as the kernel delivers it on return to user
+// space: a handler may call back into uepoll.
+inline void RaiseSigpipe() { pthread_kill(pthread_self(), SIGPIPE); }
+
+}  // namespace uepoll::impl
+
+#endif  // UEPOLL_SRC_SOURCES_IO_WAIT_H_
