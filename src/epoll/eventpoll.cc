@@ -286,7 +286,8 @@ int Eventpoll::Ctl(int op, File* tfile, int fd, epoll_event ev)
           if (!tfile->is_epoll()) check->AddFile(tfile);
           if (check->TooManyPaths()) {
             RemoveLocked(prepped, false);
-            to_free = prepped;
+            to_free = prepped;  // freed, and its reference dropped, below
+            prepped = nullptr;
             error = -EINVAL;
           }
         }

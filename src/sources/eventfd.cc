@@ -26,9 +26,10 @@ uint32_t EventFd::Poll(int) {
     count = count_;
   }
   uint32_t mask = 0;
-  if (count > 0) mask |= EPOLLIN | EPOLLRDNORM;
+  // eventfd reports the plain bits only (no RDNORM/WRNORM).
+  if (count > 0) mask |= EPOLLIN;
   if (count == kMax) mask |= EPOLLERR;
-  if (kMax - 1 > count) mask |= EPOLLOUT | EPOLLWRNORM;
+  if (kMax - 1 > count) mask |= EPOLLOUT;
   return mask;
 }
 
@@ -55,7 +56,8 @@ ssize_t EventFd::Read(void* buf, size_t n) {
 }
 
 ssize_t EventFd::Write(const void* buf, size_t n) {
-  if (n < sizeof(uint64_t)) return -EINVAL;
+  // Unlike read (which accepts a larger buffer), write wants exactly 8.
+  if (n != sizeof(uint64_t)) return -EINVAL;
   if (!buf) return -EFAULT;
   uint64_t v;
   std::memcpy(&v, buf, sizeof v);
