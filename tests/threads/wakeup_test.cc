@@ -11,6 +11,22 @@
 #include "support/fixture.h"
 #include "threads/waiter.h"
 
+// ThreadSanitizer reports close() of a descriptor that another thread is
+// using in a call as a data race. In CloseOfEpollFdDoesNotDisturbWaiter that
+// race is the behaviour under test (the waiter sits inside epoll_wait when
+// its descriptor closes), so it is suppressed for that close only.
+extern "C" const char* __tsan_default_suppressions() {
+  return "race:CloseUnderBlockedWaiter\n";
+}
+
+namespace uepoll_test {
+
+[[gnu::noinline]] int CloseUnderBlockedWaiter(const Backend& b, int fd) {
+  return b.close(fd);
+}
+
+}  // namespace uepoll_test
+
 namespace uepoll_test {
 namespace {
 
@@ -212,7 +228,8 @@ TEST_P(ThreadsWakeup, CloseOfEpollFdDoesNotDisturbWaiter) {
   auto w = StartWaiter(ep);
   ASSERT_TRUE(w->Parked());
 
-  ASSERT_EQ(Close(ep), 0);
+  Forget(ep);
+  ASSERT_EQ(CloseUnderBlockedWaiter(B(), ep), 0);
   ASSERT_TRUE(w->Parked()) << "close() woke the waiter";
   Signal(src);
   ASSERT_TRUE(w->WaitDone());
