@@ -17,15 +17,14 @@ namespace {
 
 int KEventfd(unsigned int v, int f) { return ::eventfd(v, f); }
 
-const Backend kKernel = {"kernel",     "",        true,   ::epoll_create1,
+const Backend kKernel = {"kernel",     "",           true,     ::epoll_create1,
                          ::epoll_ctl,  ::epoll_wait, KEventfd, ::pipe2,
-                         ::socketpair, ::read,    ::write, ::close};
+                         ::socketpair, ::read,       ::write,  ::close};
 
-const Backend kUepoll = {"uepoll",          "uepoll_",         false,
-                         uepoll_epoll_create1, uepoll_epoll_ctl,
-                         uepoll_epoll_wait, uepoll_eventfd,   uepoll_pipe2,
-                         uepoll_socketpair, uepoll_read,      uepoll_write,
-                         uepoll_close};
+const Backend kUepoll = {
+    "uepoll",          "uepoll_",         false,          uepoll_epoll_create1,
+    uepoll_epoll_ctl,  uepoll_epoll_wait, uepoll_eventfd, uepoll_pipe2,
+    uepoll_socketpair, uepoll_read,       uepoll_write,   uepoll_close};
 
 }  // namespace
 

@@ -16,7 +16,8 @@ int FinishCommand(const CommonOptions& c, const Report& report) {
     if (ok) fprintf(stderr, "uepoll-bench: wrote %s\n", c.json.c_str());
   }
   if (!report.AnyMeasured()) {
-    fprintf(stderr, "uepoll-bench: nothing was measured (every run was skipped)\n");
+    fprintf(stderr,
+            "uepoll-bench: nothing was measured (every run was skipped)\n");
     return 1;
   }
   return ok ? 0 : 1;
@@ -33,17 +34,23 @@ struct Command {
 const Command kCommands[] = {
     {"wait", CmdWait, "port of 'perf bench epoll wait'"},
     {"ctl", CmdCtl, "port of 'perf bench epoll ctl'"},
-    {"nested", CmdNested, "sources D instances deep, threads wait on the outermost"},
-    {"churn", CmdChurn, "create, ADD, signal, harvest, close without DEL, per thread"},
-    {"throughput", CmdThroughput, "one thread: signal + wait + consume, maxevents 1 and 64"},
-    {"pingpong", CmdPingpong, "two threads hand a token back and forth: latency"},
-    {"scale", CmdScale, "N registrations in one instance: memory, ADD rate, wait cost"},
+    {"nested", CmdNested,
+     "sources D instances deep, threads wait on the outermost"},
+    {"churn", CmdChurn,
+     "create, ADD, signal, harvest, close without DEL, per thread"},
+    {"throughput", CmdThroughput,
+     "one thread: signal + wait + consume, maxevents 1 and 64"},
+    {"pingpong", CmdPingpong,
+     "two threads hand a token back and forth: latency"},
+    {"scale", CmdScale,
+     "N registrations in one instance: memory, ADD rate, wait cost"},
     {"suite", CmdSuite, "a short representative run of all of the above"},
 };
 
 void Usage(FILE* out) {
   fprintf(out, "usage: uepoll-bench <command> [<options>]\n\ncommands:\n");
-  for (const Command& c : kCommands) fprintf(out, "    %-12s %s\n", c.name, c.help);
+  for (const Command& c : kCommands)
+    fprintf(out, "    %-12s %s\n", c.name, c.help);
   fprintf(out,
           "\nEvery command takes --backend kernel|uepoll|both (default both), "
           "--json FILE\nand -r SECONDS; 'uepoll-bench <command> --help' lists "

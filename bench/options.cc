@@ -39,7 +39,8 @@ bool Assign(const Option& o, const char* value, std::string* err) {
       *static_cast<std::string*>(o.target) = value;
       return true;
     case Option::kList:
-      if (ParseUintList(value, static_cast<std::vector<unsigned long>*>(o.target)))
+      if (ParseUintList(value,
+                        static_cast<std::vector<unsigned long>*>(o.target)))
         return true;
       *err = std::string("bad list '") + value +
              "' (expected positive integers separated by commas)";
@@ -100,8 +101,10 @@ ParseResult ParseOptions(const char* synopsis, int argc, char** argv,
       if (!found) {
         err = "unknown option '--" + name + "'";
       } else if (found->kind == Option::kFlag) {
-        if (has_value) err = "option '--" + name + "' takes no value";
-        else Assign(*found, "", &err);
+        if (has_value)
+          err = "option '--" + name + "' takes no value";
+        else
+          Assign(*found, "", &err);
       } else if (!has_value && i + 1 >= argc) {
         err = "option '--" + name + "' needs a value";
       } else {
@@ -120,8 +123,10 @@ ParseResult ParseOptions(const char* synopsis, int argc, char** argv,
         Assign(*found, "", &err);
       } else {
         const char* v = p[1] ? p + 1 : (i + 1 < argc ? argv[++i] : nullptr);
-        if (!v) err = std::string("option '-") + *p + "' needs a value";
-        else if (!Assign(*found, v, &err)) err = Name(*found) + ": " + err;
+        if (!v)
+          err = std::string("option '-") + *p + "' needs a value";
+        else if (!Assign(*found, v, &err))
+          err = Name(*found) + ": " + err;
         break;
       }
     }
@@ -148,7 +153,8 @@ bool FinishCommonOptions(CommonOptions* c) {
   if (c->backend == "uepoll" || c->backend == "both")
     c->backends.push_back(&UepollBackend());
   if (c->backends.empty()) {
-    BadUsage("--backend must be kernel, uepoll or both, not '" + c->backend + "'");
+    BadUsage("--backend must be kernel, uepoll or both, not '" + c->backend +
+             "'");
     return false;
   }
   if (c->runtime == 0) {

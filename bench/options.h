@@ -38,7 +38,7 @@ void PrintUsage(FILE* out, const char* synopsis,
 struct CommonOptions {
   std::string backend = "both";
   std::string json;
-  double runtime = -1;  // < 0: the workload's default
+  double runtime = -1;                   // < 0: the workload's default
   std::vector<const Backend*> backends;  // filled by Finish()
 };
 

@@ -10,8 +10,10 @@ namespace {
 
 std::string Num(double v) {
   char buf[64];
-  if (v == floor(v) && fabs(v) < 1e15) snprintf(buf, sizeof(buf), "%.0f", v);
-  else snprintf(buf, sizeof(buf), "%.6g", v);
+  if (v == floor(v) && fabs(v) < 1e15)
+    snprintf(buf, sizeof(buf), "%.0f", v);
+  else
+    snprintf(buf, sizeof(buf), "%.6g", v);
   return buf;
 }
 
@@ -67,18 +69,24 @@ bool Report::AnyMeasured() const {
 std::string Human(double v) {
   char buf[32];
   double a = fabs(v);
-  if (a >= 1e9) snprintf(buf, sizeof(buf), "%.2fG", v / 1e9);
-  else if (a >= 1e6) snprintf(buf, sizeof(buf), "%.2fM", v / 1e6);
-  else if (a >= 1e4) snprintf(buf, sizeof(buf), "%.1fk", v / 1e3);
-  else if (a >= 100 || v == floor(v)) snprintf(buf, sizeof(buf), "%.0f", v);
-  else snprintf(buf, sizeof(buf), "%.2f", v);
+  if (a >= 1e9)
+    snprintf(buf, sizeof(buf), "%.2fG", v / 1e9);
+  else if (a >= 1e6)
+    snprintf(buf, sizeof(buf), "%.2fM", v / 1e6);
+  else if (a >= 1e4)
+    snprintf(buf, sizeof(buf), "%.1fk", v / 1e3);
+  else if (a >= 100 || v == floor(v))
+    snprintf(buf, sizeof(buf), "%.0f", v);
+  else
+    snprintf(buf, sizeof(buf), "%.2f", v);
   return buf;
 }
 
 void Report::PrintTable(FILE* out) const {
   std::vector<Row> rows;
   std::map<std::string, size_t> index;
-  auto row_for = [&](const Result& r, const std::string& figure, bool hb) -> Row& {
+  auto row_for = [&](const Result& r, const std::string& figure,
+                     bool hb) -> Row& {
     std::string key = r.workload + "\x1f" + r.ParamLabel() + "\x1f" + figure;
     auto it = index.find(key);
     if (it != index.end()) return rows[it->second];
@@ -92,9 +100,11 @@ void Report::PrintTable(FILE* out) const {
       row_for(r, r.ops_label, true).note[col] = "skipped";
       continue;
     }
-    if (r.ops_per_sec >= 0) row_for(r, r.ops_label, true).value[col] = r.ops_per_sec;
+    if (r.ops_per_sec >= 0)
+      row_for(r, r.ops_label, true).value[col] = r.ops_per_sec;
     for (const Metric& m : r.metrics)
-      if (!m.label.empty()) row_for(r, m.label, m.higher_better).value[col] = m.value;
+      if (!m.label.empty())
+        row_for(r, m.label, m.higher_better).value[col] = m.value;
   }
   if (rows.empty()) return;
   size_t wl = 8, pl = 10, fl = 6;
@@ -110,8 +120,9 @@ void Report::PrintTable(FILE* out) const {
   for (const Row& row : rows) {
     std::string cell[2];
     for (int c = 0; c < 2; ++c)
-      cell[c] = row.value[c] >= 0 ? Human(row.value[c])
-                : row.note[c].empty() ? "-" : row.note[c];
+      cell[c] = row.value[c] >= 0     ? Human(row.value[c])
+                : row.note[c].empty() ? "-"
+                                      : row.note[c];
     std::string ratio = "-";
     if (row.value[0] > 0 && row.value[1] >= 0) {
       char buf[48];
@@ -121,11 +132,13 @@ void Report::PrintTable(FILE* out) const {
     }
     fprintf(out, "%-*s  %-*s  %-*s  %10s  %10s  %13s\n", int(wl),
             row.workload.c_str(), int(pl), row.params.c_str(), int(fl),
-            row.figure.c_str(), cell[0].c_str(), cell[1].c_str(), ratio.c_str());
+            row.figure.c_str(), cell[0].c_str(), cell[1].c_str(),
+            ratio.c_str());
   }
-  fprintf(out,
-          "\n(hi)/(lo): whether a higher or a lower figure is better. One run on a "
-          "shared machine: read ratios, not absolutes.\n");
+  fprintf(
+      out,
+      "\n(hi)/(lo): whether a higher or a lower figure is better. One run on a "
+      "shared machine: read ratios, not absolutes.\n");
 }
 
 bool Report::WriteJson(const std::string& path) const {
@@ -145,7 +158,8 @@ bool Report::WriteJson(const std::string& path) const {
     fprintf(f, ", \"ops_per_sec\": %s",
             r.ops_per_sec >= 0 ? Num(r.ops_per_sec).c_str() : "null");
     for (const auto& p : r.params)
-      fprintf(f, ", %s: %s", JsonString(p.first).c_str(), Num(p.second).c_str());
+      fprintf(f, ", %s: %s", JsonString(p.first).c_str(),
+              Num(p.second).c_str());
     for (const Metric& m : r.metrics)
       fprintf(f, ", %s: %s", JsonString(m.key).c_str(), Num(m.value).c_str());
     for (const auto& n : r.notes)
@@ -162,24 +176,30 @@ bool Report::WriteJson(const std::string& path) const {
 void Progress::Start(const std::string& workload, const std::string& backend,
                      const std::string& params) {
   ++index_;
-  if (total_ > 0) fprintf(stderr, "[%d/%d] ", index_, total_);
-  else fprintf(stderr, "[%d] ", index_);
-  fprintf(stderr, "%s %s %s ...\n", workload.c_str(), backend.c_str(),
-          params.c_str());
+  if (total_ > 0)
+    fprintf(stderr, "[%d/%d] ", index_, total_);
+  else
+    fprintf(stderr, "[%d] ", index_);
+  fprintf(stderr, "%s %s%s%s ...\n", workload.c_str(), backend.c_str(),
+          params.empty() ? "" : " ", params.c_str());
 }
 
 void Progress::Finish(const Result& r, double seconds) {
-  if (total_ > 0) fprintf(stderr, "[%d/%d] ", index_, total_);
-  else fprintf(stderr, "[%d] ", index_);
+  if (total_ > 0)
+    fprintf(stderr, "[%d/%d] ", index_, total_);
+  else
+    fprintf(stderr, "[%d] ", index_);
   fprintf(stderr, "%s %s %s: ", r.workload.c_str(), r.backend.c_str(),
           r.ParamLabel().c_str());
   if (!r.ok()) {
     fprintf(stderr, "skipped: %s\n", r.error.c_str());
     return;
   }
-  if (r.ops_per_sec >= 0) fprintf(stderr, "%s ops/s", Human(r.ops_per_sec).c_str());
+  if (r.ops_per_sec >= 0)
+    fprintf(stderr, "%s ops/s", Human(r.ops_per_sec).c_str());
   for (const Metric& m : r.metrics)
-    if (!m.label.empty()) fprintf(stderr, ", %s %s", m.label.c_str(), Human(m.value).c_str());
+    if (!m.label.empty())
+      fprintf(stderr, ", %s %s", m.label.c_str(), Human(m.value).c_str());
   fprintf(stderr, " (%.1f s)\n", seconds);
 }
 

@@ -14,7 +14,7 @@ namespace uepoll_bench {
 
 // One of a workload's own figures ("p50_ns", "bytes_per_registration", ...).
 struct Metric {
-  std::string key;     // the JSON key
+  std::string key;  // the JSON key
   double value;
   std::string label;   // the table's name for it ("" keeps it out of the table)
   bool higher_better;  // only for reading the ratio column
@@ -27,7 +27,7 @@ struct Result {
   // What distinguishes this measurement from its neighbours ("depth", ...);
   // written to JSON and shown in the table's parameter column.
   std::vector<std::pair<std::string, double>> params;
-  double ops_per_sec = -1;  // < 0: not measured
+  double ops_per_sec = -1;          // < 0: not measured
   std::string ops_label = "ops/s";  // the table's name for ops_per_sec
   std::vector<Metric> metrics;
   std::vector<std::pair<std::string, std::string>> notes;  // JSON only

@@ -1,6 +1,6 @@
 // The default suite: a short, representative pass over every workload, both
 // backends side by side, about a minute on a 2-CPU machine. Each measurement
-// runs -r seconds (default 0.5; the perf ports 1).
+// runs -r seconds (default 0.8; the perf ports 1).
 #include <stdio.h>
 
 #include "svg.h"
@@ -17,20 +17,27 @@ int CmdSuite(int argc, char** argv) {
   };
   AddCommonOptions(&c, &opts);
   switch (ParseOptions("uepoll-bench suite [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp: return 0;
-    case ParseResult::kError: return 2;
-    case ParseResult::kOk: break;
+    case ParseResult::kHelp:
+      return 0;
+    case ParseResult::kError:
+      return 2;
+    case ParseResult::kOk:
+      break;
   }
   if (!FinishCommonOptions(&c)) return 2;
-  const double base = c.runtime > 0 ? c.runtime : 0.5;
+  const double base = c.runtime > 0 ? c.runtime : 0.8;
   const double perf = c.runtime > 0 ? c.runtime : 1;
-  const std::vector<unsigned long> threads = {1, 2, 4, 16, 64}, depths = {1, 3, 5};
+  const std::vector<unsigned long> threads = {1, 2, 4, 16, 64},
+                                   depths = {1, 3, 5};
   const std::vector<unsigned long> maxevents = {1, 64};
   const std::vector<int64_t> spins = {0, 50000};
   const size_t nb = c.backends.size();
   Report report;
-  Progress progress(int(nb * (4 + depths.size() * threads.size() + threads.size() +
-                              maxevents.size() + spins.size())));
+  ScalePlan scale = PlanScale(c.backends, {10000, 100000});
+  Progress progress(
+      int(nb * (4 + depths.size() * threads.size() + threads.size() +
+                maxevents.size() + spins.size()) +
+          scale.size()));
   int64_t t0 = NowNs();
 
   for (bool no_sleep : {false, true}) {
@@ -39,7 +46,8 @@ int CmdSuite(int argc, char** argv) {
     wp.no_sleep = no_sleep;
     wp.perf_output = false;
     for (const Backend* b : c.backends)
-      RunMeasurement(progress, report, "wait", *b, no_sleep ? "--no-sleep" : "perf defaults",
+      RunMeasurement(progress, report, "wait", *b,
+                     no_sleep ? "--no-sleep" : "perf defaults",
                      [&] { return MeasureWait(*b, wp); });
   }
   for (bool no_sleep : {false, true}) {
@@ -48,7 +56,8 @@ int CmdSuite(int argc, char** argv) {
     cp.no_sleep = no_sleep;
     cp.perf_output = false;
     for (const Backend* b : c.backends)
-      RunMeasurement(progress, report, "ctl", *b, no_sleep ? "--no-sleep" : "perf defaults",
+      RunMeasurement(progress, report, "ctl", *b,
+                     no_sleep ? "--no-sleep" : "perf defaults",
                      [&] { return MeasureCtl(*b, cp); });
   }
   for (unsigned long d : depths)
@@ -63,19 +72,24 @@ int CmdSuite(int argc, char** argv) {
                      [&] { return MeasureChurn(*b, t, base); });
   for (unsigned long k : maxevents)
     for (const Backend* b : c.backends)
-      RunMeasurement(progress, report, "throughput", *b, "maxevents=" + std::to_string(k),
+      RunMeasurement(progress, report, "throughput", *b,
+                     "maxevents=" + std::to_string(k),
                      [&] { return MeasureThroughput(*b, k, base); });
   for (int64_t spin : spins)
     for (const Backend* b : c.backends)
-      RunMeasurement(progress, report, "pingpong", *b, "spin_ns=" + std::to_string(spin),
+      RunMeasurement(progress, report, "pingpong", *b,
+                     "spin_ns=" + std::to_string(spin),
                      [&] { return MeasurePingpong(*b, spin, base); });
-  RunScale(c.backends, {10000, 100000}, base, report);
+  RunScale(scale, base, progress, report);
 
-  fprintf(stderr, "uepoll-bench: suite took %.1f s\n", double(NowNs() - t0) / 1e9);
+  fprintf(stderr, "uepoll-bench: suite took %.1f s\n",
+          double(NowNs() - t0) / 1e9);
   int status = FinishCommand(c, report);
   if (!svg.empty()) {
-    if (WriteScalingChart(svg, report)) fprintf(stderr, "uepoll-bench: wrote %s\n", svg.c_str());
-    else if (status == 0) status = 1;
+    if (WriteScalingChart(svg, report))
+      fprintf(stderr, "uepoll-bench: wrote %s\n", svg.c_str());
+    else if (status == 0)
+      status = 1;
   }
   return status;
 }

@@ -19,14 +19,15 @@ struct Series {
   std::map<unsigned long, double> points;  // threads -> ops/s
 };
 
-std::string Fmt(const char* f, double a, double b = 0, double c = 0, double d = 0) {
+std::string Fmt(const char* f, double a, double b = 0, double c = 0,
+                double d = 0) {
   char buf[256];
   snprintf(buf, sizeof(buf), f, a, b, c, d);
   return buf;
 }
 
 std::string Decade(int e) {
-  static const char* const kNames[] = {"1", "10", "100", "1k", "10k", "100k",
+  static const char* const kNames[] = {"1",  "10",  "100",  "1k", "10k", "100k",
                                        "1M", "10M", "100M", "1G", "10G"};
   return e >= 0 && e <= 10 ? kNames[e] : "1e" + std::to_string(e);
 }
@@ -42,8 +43,8 @@ void Panel(std::string& svg, double x0, const std::string& title,
       if (v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
     }
   svg += "<text x='" + Fmt("%.0f", x0 + kPanelW / 2) +
-         "' y='45' text-anchor='middle' font-size='16' font-weight='bold'>" + title +
-         "</text>\n";
+         "' y='45' text-anchor='middle' font-size='16' font-weight='bold'>" +
+         title + "</text>\n";
   if (xs.empty() || hi <= 0) {
     svg += "<text x='" + Fmt("%.0f", x0 + kPanelW / 2) + "' y='" +
            Fmt("%.0f", kTop + kPanelH / 2) +
@@ -55,33 +56,42 @@ void Panel(std::string& svg, double x0, const std::string& title,
   double lx_lo = log2(double(*xs.begin())), lx_hi = log2(double(*xs.rbegin()));
   if (lx_hi == lx_lo) lx_hi += 1;
   auto X = [&](unsigned long t) {
-    return x0 + 20 + (log2(double(t)) - lx_lo) / (lx_hi - lx_lo) * (kPanelW - 40);
+    return x0 + 20 +
+           (log2(double(t)) - lx_lo) / (lx_hi - lx_lo) * (kPanelW - 40);
   };
   auto Y = [&](double v) {
     return kTop + kPanelH - (log10(v) - e_lo) / (e_hi - e_lo) * kPanelH;
   };
-  svg += "<rect x='" + Fmt("%.0f", x0) + "' y='" + Fmt("%.0f", kTop) + "' width='" +
-         Fmt("%.0f", kPanelW) + "' height='" + Fmt("%.0f", kPanelH) +
-         "' fill='none' stroke='#333'/>\n";
+  svg += "<rect x='" + Fmt("%.0f", x0) + "' y='" + Fmt("%.0f", kTop) +
+         "' width='" + Fmt("%.0f", kPanelW) + "' height='" +
+         Fmt("%.0f", kPanelH) + "' fill='none' stroke='#333'/>\n";
   for (int e = e_lo; e <= e_hi; ++e) {
     double y = Y(pow(10, e));
-    svg += Fmt("<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#ddd'/>\n", x0, y,
-               x0 + kPanelW, y);
-    svg += Fmt("<text x='%.1f' y='%.1f' text-anchor='end' font-size='12'>", x0 - 6, y + 4) +
+    svg +=
+        Fmt("<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#ddd'/>\n",
+            x0, y, x0 + kPanelW, y);
+    svg += Fmt("<text x='%.1f' y='%.1f' text-anchor='end' font-size='12'>",
+               x0 - 6, y + 4) +
            Decade(e) + "</text>\n";
   }
   for (unsigned long t : xs) {
     double x = X(t);
-    svg += Fmt("<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#eee'/>\n", x, kTop,
-               x, kTop + kPanelH);
-    svg += Fmt("<text x='%.1f' y='%.1f' text-anchor='middle' font-size='12'>%.0f</text>\n",
-               x, kTop + kPanelH + 18, double(t));
+    svg +=
+        Fmt("<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='#eee'/>\n",
+            x, kTop, x, kTop + kPanelH);
+    svg +=
+        Fmt("<text x='%.1f' y='%.1f' text-anchor='middle' "
+            "font-size='12'>%.0f</text>\n",
+            x, kTop + kPanelH + 18, double(t));
   }
-  svg += Fmt("<text x='%.1f' y='%.1f' text-anchor='middle' font-size='13'>threads</text>\n",
-             x0 + kPanelW / 2, kTop + kPanelH + 40);
-  svg += Fmt("<text transform='translate(%.1f,%.1f) rotate(-90)' text-anchor='middle' "
-             "font-size='13'>ops/s (log scale)</text>\n",
-             x0 - 55, kTop + kPanelH / 2);
+  svg +=
+      Fmt("<text x='%.1f' y='%.1f' text-anchor='middle' "
+          "font-size='13'>threads</text>\n",
+          x0 + kPanelW / 2, kTop + kPanelH + 40);
+  svg += Fmt(
+      "<text transform='translate(%.1f,%.1f) rotate(-90)' text-anchor='middle' "
+      "font-size='13'>ops/s (log scale)</text>\n",
+      x0 - 55, kTop + kPanelH / 2);
   double ly = kTop + kPanelH + 62;
   for (size_t i = 0; i < series.size(); ++i) {
     const Series& s = series[i];
@@ -92,15 +102,17 @@ void Panel(std::string& svg, double x0, const std::string& title,
            "' stroke-dasharray='" + s.dash + "' points='" + pts + "'/>\n";
     for (auto [t, v] : s.points)
       if (v > 0)
-        svg += Fmt("<circle cx='%.1f' cy='%.1f' r='3' fill='", X(t), Y(v)) + s.color +
-               "'><title>" + s.name + Fmt(", %.0f threads: %.0f ops/s", double(t), v) +
+        svg += Fmt("<circle cx='%.1f' cy='%.1f' r='3' fill='", X(t), Y(v)) +
+               s.color + "'><title>" + s.name +
+               Fmt(", %.0f threads: %.0f ops/s", double(t), v) +
                "</title></circle>\n";
     double lx = x0 + double(i % 2) * (kPanelW / 2), y = ly + double(i / 2) * 18;
-    svg += Fmt("<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke-width='2' ", lx, y,
-               lx + 30, y) +
-           "stroke='" + s.color + "' stroke-dasharray='" + s.dash + "'/>\n";
-    svg += Fmt("<text x='%.1f' y='%.1f' font-size='12'>", lx + 36, y + 4) + s.name +
-           "</text>\n";
+    svg +=
+        Fmt("<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke-width='2' ",
+            lx, y, lx + 30, y) +
+        "stroke='" + s.color + "' stroke-dasharray='" + s.dash + "'/>\n";
+    svg += Fmt("<text x='%.1f' y='%.1f' font-size='12'>", lx + 36, y + 4) +
+           s.name + "</text>\n";
   }
 }
 
@@ -127,22 +139,29 @@ bool WriteScalingChart(const std::string& path, const Report& report) {
     auto& list = is_nested ? nested : churn;
     if (!index.count(key)) {
       index[key] = list.size();
-      list.push_back({name, r.backend == "kernel" ? "#1f77b4" : "#d62728", kDash[style], {}});
+      list.push_back({name,
+                      r.backend == "kernel" ? "#1f77b4" : "#d62728",
+                      kDash[style],
+                      {}});
     }
     list[index[key]].points[r.threads] = r.ops_per_sec;
   }
   size_t rows = (std::max(nested.size(), churn.size()) + 1) / 2;
   double width = kLeft + 2 * kPanelW + kGap + 30;
   double height = kTop + kPanelH + 70 + double(rows) * 18 + 20;
-  std::string svg = Fmt("<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' "
-                        "height='%.0f' font-family='sans-serif'>\n",
-                        width, height);
+  std::string svg =
+      Fmt("<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' "
+          "height='%.0f' font-family='sans-serif'>\n",
+          width, height);
   svg += "<rect width='100%' height='100%' fill='white'/>\n";
-  svg += Fmt("<text x='%.0f' y='22' text-anchor='middle' font-size='18'>", width / 2) +
-         "uepoll vs kernel epoll: ops/s by thread count (blue: kernel, red: uepoll)"
+  svg += Fmt("<text x='%.0f' y='22' text-anchor='middle' font-size='18'>",
+             width / 2) +
+         "uepoll vs kernel epoll: ops/s by thread count (blue: kernel, red: "
+         "uepoll)"
          "</text>\n";
   Panel(svg, kLeft, "nested: threads wait on the outermost of a chain", nested);
-  Panel(svg, kLeft + kPanelW + kGap, "churn: create, ADD, signal, harvest, close", churn);
+  Panel(svg, kLeft + kPanelW + kGap,
+        "churn: create, ADD, signal, harvest, close", churn);
   svg += "</svg>\n";
   FILE* f = fopen(path.c_str(), "w");
   if (!f) {

@@ -133,7 +133,8 @@ bool ParseUintList(const std::string& s, std::vector<unsigned long>* out) {
     size_t comma = s.find(',', pos);
     if (comma == std::string::npos) comma = s.size();
     std::string item = s.substr(pos, comma - pos);
-    if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
+    if (item.empty() ||
+        item.find_first_not_of("0123456789") != std::string::npos)
       return false;
     errno = 0;
     unsigned long v = strtoul(item.c_str(), nullptr, 10);

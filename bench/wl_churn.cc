@@ -48,9 +48,12 @@ Result MeasureChurn(const Backend& b, unsigned long threads, double runtime) {
         ev.events = EPOLLIN;
         ev.data.u64 = uint64_t(fd);
         const char* failed = nullptr;
-        if (b.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) failed = "epoll_ctl(ADD)";
-        else if (b.write(fd, &one, sizeof(one)) < 0) failed = "write";
-        else if (b.epoll_wait(epfd, evs, 16, 0) < 0) failed = "epoll_wait";
+        if (b.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+          failed = "epoll_ctl(ADD)";
+        else if (b.write(fd, &one, sizeof(one)) < 0)
+          failed = "write";
+        else if (b.epoll_wait(epfd, evs, 16, 0) < 0)
+          failed = "epoll_wait";
         if (failed) {
           failure.Set(CallError(b, failed));
           b.close(fd);
@@ -80,13 +83,17 @@ int CmdChurn(int argc, char** argv) {
   CommonOptions c;
   std::vector<unsigned long> threads = {1, 2, 4, 16, 64};
   std::vector<Option> opts = {
-      {'t', "threads", Option::kList, &threads, "thread counts (default 1,2,4,16,64)"},
+      {'t', "threads", Option::kList, &threads,
+       "thread counts (default 1,2,4,16,64)"},
   };
   AddCommonOptions(&c, &opts);
   switch (ParseOptions("uepoll-bench churn [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp: return 0;
-    case ParseResult::kError: return 2;
-    case ParseResult::kOk: break;
+    case ParseResult::kHelp:
+      return 0;
+    case ParseResult::kError:
+      return 2;
+    case ParseResult::kOk:
+      break;
   }
   if (!FinishCommonOptions(&c)) return 2;
   for (unsigned long t : threads)

@@ -30,26 +30,32 @@ struct Worker {
   unsigned long ops[kNrOps] = {};
 };
 
-bool DoOp(const Backend& b, int epfd, Worker& w, int op, int fd, Failure& failure) {
+bool DoOp(const Backend& b, int epfd, Worker& w, int op, int fd,
+          Failure& failure) {
   struct epoll_event ev = {};
   ev.events = EPOLLIN;
   ev.data.u64 = uint64_t(fd);
   int error;
   switch (op) {
-    case kAdd: error = b.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev); break;
+    case kAdd:
+      error = b.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+      break;
     case kMod:
       ev.events = EPOLLOUT;
       error = b.epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev);
       break;
-    default: error = b.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr); break;
+    default:
+      error = b.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr);
+      break;
   }
   if (error == 0) {
     w.ops[op]++;
     return true;
   }
   if (errno == EEXIST || errno == ENOENT) return true;  // -R picks blindly
-  failure.Set(CallError(b, op == kAdd ? "epoll_ctl(ADD)"
-                           : op == kMod ? "epoll_ctl(MOD)" : "epoll_ctl(DEL)"));
+  failure.Set(CallError(b, op == kAdd   ? "epoll_ctl(ADD)"
+                           : op == kMod ? "epoll_ctl(MOD)"
+                                        : "epoll_ctl(DEL)"));
   return false;
 }
 
@@ -89,7 +95,8 @@ Result MeasureCtl(const Backend& b, const CtlParams& in) {
 
   FdList fds(b);
   RaiseFdLimit(b, long(p.nfds * p.threads * 2 + 50));
-  if (p.perf_output) printf("# Running 'epoll/ctl' benchmark (%s backend):\n", b.name);
+  if (p.perf_output)
+    printf("# Running 'epoll/ctl' benchmark (%s backend):\n", b.name);
   int epfd = fds.Add(b.epoll_create1(0));
   if (epfd < 0) return r.error = CallError(b, "epoll_create1"), r;
   if (p.nested) {
@@ -128,16 +135,18 @@ Result MeasureCtl(const Backend& b, const CtlParams& in) {
     }
   }
   if (p.perf_output)
-    printf("Run summary [PID %d]: %lu threads doing epoll_ctl ops %lu "
-           "file-descriptors for %g secs.\n\n",
-           getpid(), p.threads, p.nfds, p.runtime);
+    printf(
+        "Run summary [PID %d]: %lu threads doing epoll_ctl ops %lu "
+        "file-descriptors for %g secs.\n\n",
+        getpid(), p.threads, p.nfds, p.runtime);
 
   std::atomic<bool> done{false};
   Gate gate;
   Failure failure;
   ThreadGroup group;
   for (Worker& w : workers)
-    group.Spawn([&, wp = &w] { WorkerLoop(b, p, epfd, *wp, done, gate, failure); });
+    group.Spawn(
+        [&, wp = &w] { WorkerLoop(b, p, epfd, *wp, done, gate, failure); });
   gate.WaitArrivals(unsigned(p.threads));
   int64_t t0 = NowNs();
   gate.Open();
@@ -157,15 +166,18 @@ Result MeasureCtl(const Backend& b, const CtlParams& in) {
     }
     if (!p.perf_output) continue;
     if (p.nfds == 1)
-      printf("[thread %2d] fdmap: %p [ add: %04ld; mod: %04ld; del: %04lds ops ]\n",
-             w.tid, static_cast<const void*>(&w.fdmap[0]), long(w.ops[kAdd]),
-             long(w.ops[kMod]), long(w.ops[kDel]));
+      printf(
+          "[thread %2d] fdmap: %p [ add: %04ld; mod: %04ld; del: %04lds ops "
+          "]\n",
+          w.tid, static_cast<const void*>(&w.fdmap[0]), long(w.ops[kAdd]),
+          long(w.ops[kMod]), long(w.ops[kDel]));
     else
-      printf("[thread %2d] fdmap: %p ... %p [ add: %04ld ops; mod: %04ld ops; "
-             "del: %04ld ops ]\n",
-             w.tid, static_cast<const void*>(&w.fdmap[0]),
-             static_cast<const void*>(&w.fdmap[p.nfds - 1]), long(w.ops[kAdd]),
-             long(w.ops[kMod]), long(w.ops[kDel]));
+      printf(
+          "[thread %2d] fdmap: %p ... %p [ add: %04ld ops; mod: %04ld ops; "
+          "del: %04ld ops ]\n",
+          w.tid, static_cast<const void*>(&w.fdmap[0]),
+          static_cast<const void*>(&w.fdmap[p.nfds - 1]), long(w.ops[kAdd]),
+          long(w.ops[kMod]), long(w.ops[kDel]));
   }
   if (p.perf_output) {
     static const char* const kNames[kNrOps] = {"ADD", "MOD", "DEL"};
@@ -192,7 +204,8 @@ int CmdCtl(int argc, char** argv) {
       {'t', "threads", Option::kUint, &p.threads, "Specify amount of threads"},
       {'f', "nfds", Option::kUint, &p.nfds,
        "Specify amount of file descriptors to monitor for each thread"},
-      {'n', "noaffinity", Option::kFlag, &p.noaffinity, "Disables CPU affinity"},
+      {'n', "noaffinity", Option::kFlag, &p.noaffinity,
+       "Disables CPU affinity"},
       {'N', "nested", Option::kUint, &p.nested,
        "Nesting level epoll hierarchy (default is 0, no nesting; at most 4)"},
       {'R', "randomize", Option::kFlag, &p.randomize,
@@ -203,9 +216,12 @@ int CmdCtl(int argc, char** argv) {
   };
   AddCommonOptions(&c, &opts);
   switch (ParseOptions("uepoll-bench ctl [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp: return 0;
-    case ParseResult::kError: return 2;
-    case ParseResult::kOk: break;
+    case ParseResult::kHelp:
+      return 0;
+    case ParseResult::kError:
+      return 2;
+    case ParseResult::kOk:
+      break;
   }
   if (!FinishCommonOptions(&c)) return 2;
   if (p.nfds == 0) return BadUsage("-f/--nfds must be at least 1");
@@ -214,7 +230,8 @@ int CmdCtl(int argc, char** argv) {
   Report report;
   Progress progress(int(c.backends.size()));
   for (const Backend* b : c.backends)
-    RunMeasurement(progress, report, "ctl", *b, "", [&] { return MeasureCtl(*b, p); });
+    RunMeasurement(progress, report, "ctl", *b, "",
+                   [&] { return MeasureCtl(*b, p); });
   return FinishCommand(c, report);
 }
 

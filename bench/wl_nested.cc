@@ -29,7 +29,8 @@ struct Counters {
 }  // namespace
 
 Result MeasureNested(const Backend& b, unsigned long threads,
-                     unsigned long depth, unsigned long sources, double runtime) {
+                     unsigned long depth, unsigned long sources,
+                     double runtime) {
   Result r;
   r.workload = "nested";
   r.backend = b.name;
@@ -50,7 +51,8 @@ Result MeasureNested(const Backend& b, unsigned long threads,
     if (b.epoll_ctl(chain[i - 1], EPOLL_CTL_ADD, chain[i], &ev) < 0)
       return r.error = CallError(b, "epoll_ctl(ADD instance)"), r;
   }
-  if (!stop.Create(b, fds, &r.error) || !stop.AddTo(b, chain[0], &r.error)) return r;
+  if (!stop.Create(b, fds, &r.error) || !stop.AddTo(b, chain[0], &r.error))
+    return r;
   for (unsigned long i = 0; i < sources; ++i) {
     int fd = fds.Add(b.eventfd(1, EFD_NONBLOCK));
     if (fd < 0) return r.error = CallError(b, "eventfd"), r;
@@ -84,11 +86,13 @@ Result MeasureNested(const Backend& b, unsigned long threads,
         }
         int fd = int(ev.data.u64);
         if (n == 0 || b.read(fd, &val, sizeof(val)) < 0) {
-          if (n != 0 && errno != EAGAIN) return failure.Set(CallError(b, "read"));
+          if (n != 0 && errno != EAGAIN)
+            return failure.Set(CallError(b, "read"));
           c.misses++;
           continue;
         }
-        if (b.write(fd, &one, sizeof(one)) < 0) return failure.Set(CallError(b, "write"));
+        if (b.write(fd, &one, sizeof(one)) < 0)
+          return failure.Set(CallError(b, "write"));
         c.ops++;
       }
     });
@@ -108,8 +112,9 @@ Result MeasureNested(const Backend& b, unsigned long threads,
     misses += c.misses;
   }
   r.ops_per_sec = double(ops) / secs;
-  r.metrics = {{"misses_per_op", ops ? double(misses) / double(ops) : 0, "", false},
-               {"sources", double(sources), "", true}};
+  r.metrics = {
+      {"misses_per_op", ops ? double(misses) / double(ops) : 0, "", false},
+      {"sources", double(sources), "", true}};
   return r;
 }
 
@@ -118,7 +123,8 @@ int CmdNested(int argc, char** argv) {
   std::vector<unsigned long> threads = {1, 2, 4, 16, 64}, depths = {1, 3, 5};
   unsigned long sources = 64;
   std::vector<Option> opts = {
-      {'t', "threads", Option::kList, &threads, "thread counts (default 1,2,4,16,64)"},
+      {'t', "threads", Option::kList, &threads,
+       "thread counts (default 1,2,4,16,64)"},
       {'d', "depth", Option::kList, &depths,
        "instances in the chain, 1..5 (default 1,3,5)"},
       {'f', "sources", Option::kUint, &sources,
@@ -126,9 +132,12 @@ int CmdNested(int argc, char** argv) {
   };
   AddCommonOptions(&c, &opts);
   switch (ParseOptions("uepoll-bench nested [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp: return 0;
-    case ParseResult::kError: return 2;
-    case ParseResult::kOk: break;
+    case ParseResult::kHelp:
+      return 0;
+    case ParseResult::kError:
+      return 2;
+    case ParseResult::kOk:
+      break;
   }
   if (!FinishCommonOptions(&c)) return 2;
   for (unsigned long d : depths)
@@ -142,9 +151,10 @@ int CmdNested(int argc, char** argv) {
   for (unsigned long d : depths)
     for (unsigned long t : threads)
       for (const Backend* b : c.backends)
-        RunMeasurement(progress, report, "nested", *b,
-                       "t=" + std::to_string(t) + " depth=" + std::to_string(d),
-                       [&] { return MeasureNested(*b, t, d, sources, runtime); });
+        RunMeasurement(
+            progress, report, "nested", *b,
+            "t=" + std::to_string(t) + " depth=" + std::to_string(d),
+            [&] { return MeasureNested(*b, t, d, sources, runtime); });
   return FinishCommand(c, report);
 }
 

@@ -68,7 +68,8 @@ Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime) {
       gate.Arrive();
       if (t == 0) {  // the first serve
         peer.sent_ns.store(NowNs(), std::memory_order_release);
-        if (b.write(me.out, &one, sizeof(one)) < 0) return failure.Set(CallError(b, "write"));
+        if (b.write(me.out, &one, sizeof(one)) < 0)
+          return failure.Set(CallError(b, "write"));
       }
       while (!done.load(std::memory_order_relaxed)) {
         int n = 0;
@@ -82,10 +83,12 @@ Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime) {
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return failure.Set(CallError(b, "epoll_wait"));
         if (ev.data.u64 == kStopTag) break;
-        if (b.read(me.in, &val, sizeof(val)) < 0) return failure.Set(CallError(b, "read"));
+        if (b.read(me.in, &val, sizeof(val)) < 0)
+          return failure.Set(CallError(b, "read"));
         me.lat.push_back(NowNs() - me.sent_ns.load(std::memory_order_acquire));
         peer.sent_ns.store(NowNs(), std::memory_order_release);
-        if (b.write(me.out, &one, sizeof(one)) < 0) return failure.Set(CallError(b, "write"));
+        if (b.write(me.out, &one, sizeof(one)) < 0)
+          return failure.Set(CallError(b, "write"));
       }
     });
   }
@@ -103,8 +106,10 @@ Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime) {
   if (all.empty()) return r.error = "no hop completed", r;
   r.ops_per_sec = double(all.size()) / secs;
   r.ops_label = "hops/s";
-  double p50 = double(Percentile(all, 0.50)), p99 = double(Percentile(all, 0.99));
-  r.metrics = {{"p50_ns", p50, "p50 ns", false}, {"p99_ns", p99, "p99 ns", false},
+  double p50 = double(Percentile(all, 0.50)),
+         p99 = double(Percentile(all, 0.99));
+  r.metrics = {{"p50_ns", p50, "p50 ns", false},
+               {"p99_ns", p99, "p99 ns", false},
                {"samples", double(all.size()), "", true}};
   return r;
 }
@@ -118,18 +123,23 @@ int CmdPingpong(int argc, char** argv) {
   };
   AddCommonOptions(&c, &opts);
   switch (ParseOptions("uepoll-bench pingpong [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp: return 0;
-    case ParseResult::kError: return 2;
-    case ParseResult::kOk: break;
+    case ParseResult::kHelp:
+      return 0;
+    case ParseResult::kError:
+      return 2;
+    case ParseResult::kOk:
+      break;
   }
   if (!FinishCommonOptions(&c)) return 2;
-  if (spin_ns > 1000000000ul) return BadUsage("--spin-ns: at most 1000000000 (1 s)");
+  if (spin_ns > 1000000000ul)
+    return BadUsage("--spin-ns: at most 1000000000 (1 s)");
   double runtime = c.runtime > 0 ? c.runtime : 2;
   Report report;
   Progress progress(int(c.backends.size()));
   for (const Backend* b : c.backends)
-    RunMeasurement(progress, report, "pingpong", *b, "spin_ns=" + std::to_string(spin_ns),
-                   [&] { return MeasurePingpong(*b, int64_t(spin_ns), runtime); });
+    RunMeasurement(
+        progress, report, "pingpong", *b, "spin_ns=" + std::to_string(spin_ns),
+        [&] { return MeasurePingpong(*b, int64_t(spin_ns), runtime); });
   return FinishCommand(c, report);
 }
 

@@ -47,10 +47,14 @@ double EpollSlabBytes(std::string* caches) {
   while (fgets(line, sizeof(line), f)) {
     char name[64];
     long active = 0, num = 0, objsize = 0;
-    if (sscanf(line, "%63s %ld %ld %ld", name, &active, &num, &objsize) != 4) continue;
-    if (strcmp(name, "eventpoll_epi") != 0 && strcmp(name, "eventpoll_pwq") != 0) continue;
+    if (sscanf(line, "%63s %ld %ld %ld", name, &active, &num, &objsize) != 4)
+      continue;
+    if (strcmp(name, "eventpoll_epi") != 0 &&
+        strcmp(name, "eventpoll_pwq") != 0)
+      continue;
     total += double(active) * double(objsize);
-    *caches += (caches->empty() ? "" : "+") + std::string(name);
+    if (!caches->empty()) caches->push_back('+');
+    caches->append(name);
     any = true;
   }
   fclose(f);
@@ -60,7 +64,8 @@ double EpollSlabBytes(std::string* caches) {
 }  // namespace
 
 unsigned long ScaleCapacity(const Backend& b, unsigned long want) {
-  const long margin = 64;  // the instance, stdio, the other workloads' leftovers
+  const long margin =
+      64;  // the instance, stdio, the other workloads' leftovers
   long limit = RaiseFdLimit(b, long(want) + margin);
   if (limit < 0 || limit >= long(want) + margin) return want;
   return limit > margin ? (unsigned long)(limit - margin) : 0;
@@ -78,7 +83,8 @@ Result MeasureScale(const Backend& b, unsigned long want, double runtime) {
     fprintf(stderr,
             "uepoll-bench: scale: the %s descriptor limit%s is too low for "
             "N=%lu; measuring N=%lu instead\n",
-            b.name, b.is_kernel ? " (RLIMIT_NOFILE's hard limit)" : "", want, n);
+            b.name, b.is_kernel ? " (RLIMIT_NOFILE's hard limit)" : "", want,
+            n);
     r.notes.push_back({"capped_from", std::to_string(want)});
   }
   r.params = {{"registrations", double(n)}};
@@ -92,13 +98,14 @@ Result MeasureScale(const Backend& b, unsigned long want, double runtime) {
     int fd = fds.Add(b.eventfd(0, EFD_NONBLOCK));
     if (fd < 0) {
       b.close(epfd);
-      return r.error = CallError(b, "eventfd") + " after " + std::to_string(i), r;
+      return r.error = CallError(b, "eventfd") + " after " + std::to_string(i),
+             r;
     }
     srcs.push_back(fd);
   }
-  PinToCpu(0);
   std::string caches;
-  double rss0 = RssBytes(), heap0 = HeapBytes(), slab0 = EpollSlabBytes(&caches);
+  double rss0 = RssBytes(), heap0 = HeapBytes(),
+         slab0 = EpollSlabBytes(&caches);
   int64_t t0 = NowNs();
   for (unsigned long i = 0; i < n; ++i) {
     struct epoll_event ev = {};
@@ -111,11 +118,14 @@ Result MeasureScale(const Backend& b, unsigned long want, double runtime) {
     }
   }
   int64_t t1 = NowNs();
-  double rss1 = RssBytes(), heap1 = HeapBytes(), slab1 = EpollSlabBytes(&caches);
+  double rss1 = RssBytes(), heap1 = HeapBytes(),
+         slab1 = EpollSlabBytes(&caches);
   r.ops_per_sec = double(n) / (double(t1 - t0) / 1e9);
-  double rss_per = (rss1 - rss0) / double(n), heap_per = (heap1 - heap0) / double(n);
+  double rss_per = (rss1 - rss0) / double(n),
+         heap_per = (heap1 - heap0) / double(n);
   if (b.is_kernel && slab0 >= 0 && slab1 >= 0) {
-    r.metrics.push_back({"bytes_per_registration", (slab1 - slab0) / double(n), "B/reg", false});
+    r.metrics.push_back({"bytes_per_registration", (slab1 - slab0) / double(n),
+                         "B/reg", false});
     r.metrics.push_back({"rss_bytes_per_registration", rss_per, "", false});
     r.notes.push_back({"memory_source", "slabinfo:" + caches});
   } else {
@@ -146,17 +156,17 @@ Result MeasureScale(const Backend& b, unsigned long want, double runtime) {
     waits += 256;
     now = NowNs();
   }
-  r.metrics.push_back({"wait_ns", double(now - w0) / double(waits), "wait ns (1 ready)", false});
+  r.metrics.push_back({"wait_ns", double(now - w0) / double(waits),
+                       "wait ns (1 ready)", false});
   r.metrics.push_back({"empty_waits", double(empty), "", false});
   // The instance goes first: one teardown instead of N unhookings on close.
   b.close(epfd);
   return r;
 }
 
-void RunScale(const std::vector<const Backend*>& backends,
-              const std::vector<unsigned long>& sizes, double runtime, Report& report) {
-  // A capped kernel would measure the same N again for every larger size.
-  std::vector<std::pair<const Backend*, unsigned long>> plan;
+ScalePlan PlanScale(const std::vector<const Backend*>& backends,
+                    const std::vector<unsigned long>& sizes) {
+  ScalePlan plan;
   for (unsigned long want : sizes)
     for (const Backend* b : backends) {
       std::pair<const Backend*, unsigned long> item{b, ScaleCapacity(*b, want)};
@@ -164,11 +174,18 @@ void RunScale(const std::vector<const Backend*>& backends,
         fprintf(stderr,
                 "uepoll-bench: scale: the %s descriptor limit%s is too low for "
                 "N=%lu; capping it at N=%lu\n",
-                b->name, b->is_kernel ? " (RLIMIT_NOFILE's hard limit)" : "", want,
-                item.second);
-      if (std::find(plan.begin(), plan.end(), item) == plan.end()) plan.push_back(item);
+                b->name, b->is_kernel ? " (RLIMIT_NOFILE's hard limit)" : "",
+                want, item.second);
+      // A capped size would measure the same N again for every larger size.
+      if (item.second > 0 &&
+          std::find(plan.begin(), plan.end(), item) == plan.end())
+        plan.push_back(item);
     }
-  Progress progress(int(plan.size()));
+  return plan;
+}
+
+void RunScale(const ScalePlan& plan, double runtime, Progress& progress,
+              Report& report) {
   for (auto [b, n] : plan)
     RunMeasurement(progress, report, "scale", *b, "N=" + std::to_string(n),
                    [&, b = b, n = n] { return MeasureScale(*b, n, runtime); });
@@ -183,16 +200,22 @@ int CmdScale(int argc, char** argv) {
   };
   AddCommonOptions(&c, &opts);
   switch (ParseOptions("uepoll-bench scale [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp: return 0;
-    case ParseResult::kError: return 2;
-    case ParseResult::kOk: break;
+    case ParseResult::kHelp:
+      return 0;
+    case ParseResult::kError:
+      return 2;
+    case ParseResult::kOk:
+      break;
   }
   if (!FinishCommonOptions(&c)) return 2;
   for (unsigned long n : sizes)
-    if (n > 100000000ul) return BadUsage("-N/--registrations: at most 100000000");
+    if (n > 100000000ul)
+      return BadUsage("-N/--registrations: at most 100000000");
   double runtime = c.runtime > 0 ? c.runtime : 1;
   Report report;
-  RunScale(c.backends, sizes, runtime, report);
+  ScalePlan plan = PlanScale(c.backends, sizes);
+  Progress progress(int(plan.size()));
+  RunScale(plan, runtime, progress, report);
   return FinishCommand(c, report);
 }
 

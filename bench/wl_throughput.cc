@@ -8,7 +8,8 @@
 
 namespace uepoll_bench {
 
-Result MeasureThroughput(const Backend& b, unsigned long maxevents, double runtime) {
+Result MeasureThroughput(const Backend& b, unsigned long maxevents,
+                         double runtime) {
   Result r;
   r.workload = "throughput";
   r.backend = b.name;
@@ -29,7 +30,6 @@ Result MeasureThroughput(const Backend& b, unsigned long maxevents, double runti
     if (b.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
       return r.error = CallError(b, "epoll_ctl(ADD)"), r;
   }
-  PinToCpu(0);
   std::vector<struct epoll_event> evs(maxevents);
   const int k = int(maxevents);
   // Reading the clock once per ~1000 events keeps its cost out of the figure.
@@ -42,7 +42,8 @@ Result MeasureThroughput(const Backend& b, unsigned long maxevents, double runti
   while (now < end) {
     for (unsigned long i = 0; i < batch; ++i) {
       for (int fd : srcs)
-        if (b.write(fd, &one, sizeof(one)) < 0) return r.error = CallError(b, "write"), r;
+        if (b.write(fd, &one, sizeof(one)) < 0)
+          return r.error = CallError(b, "write"), r;
       // Timeout 0: every source was just signalled, so an empty answer is a
       // backend's bug to count, not a reason to hang.
       int n = b.epoll_wait(epfd, evs.data(), k, 0);
@@ -69,10 +70,14 @@ int CmdThroughput(int argc, char** argv) {
        "maxevents (= ready sources) per wait (default 1,64)"},
   };
   AddCommonOptions(&c, &opts);
-  switch (ParseOptions("uepoll-bench throughput [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp: return 0;
-    case ParseResult::kError: return 2;
-    case ParseResult::kOk: break;
+  switch (
+      ParseOptions("uepoll-bench throughput [<options>]", argc, argv, opts)) {
+    case ParseResult::kHelp:
+      return 0;
+    case ParseResult::kError:
+      return 2;
+    case ParseResult::kOk:
+      break;
   }
   if (!FinishCommonOptions(&c)) return 2;
   for (unsigned long k : maxevents)
@@ -82,7 +87,8 @@ int CmdThroughput(int argc, char** argv) {
   Progress progress(int(c.backends.size() * maxevents.size()));
   for (unsigned long k : maxevents)
     for (const Backend* b : c.backends)
-      RunMeasurement(progress, report, "throughput", *b, "maxevents=" + std::to_string(k),
+      RunMeasurement(progress, report, "throughput", *b,
+                     "maxevents=" + std::to_string(k),
                      [&] { return MeasureThroughput(*b, k, runtime); });
   return FinishCommand(c, report);
 }

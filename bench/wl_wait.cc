@@ -84,7 +84,8 @@ void WorkerLoop(const Backend& b, const WaitParams& p, Worker& w,
       ssize_t r;
       do {
         r = b.read(fd, &val, sizeof(val));
-      } while (!done.load(std::memory_order_relaxed) && r < 0 && errno == EAGAIN);
+      } while (!done.load(std::memory_order_relaxed) && r < 0 &&
+               errno == EAGAIN);
       if (r < 0 && errno != EAGAIN) {
         failure.Set(CallError(b, "read"));
         break;
@@ -128,7 +129,8 @@ void WriterLoop(const Backend& b, const WaitParams& p,
         ssize_t sz;
         do {
           sz = b.write(fd, &val, sizeof(val));
-        } while (!wdone.load(std::memory_order_relaxed) && sz < 0 && errno == EAGAIN);
+        } while (!wdone.load(std::memory_order_relaxed) && sz < 0 &&
+                 errno == EAGAIN);
         if (sz < 0 && errno != EAGAIN) {
           failure.Set(CallError(b, "write"));
           return;
@@ -137,7 +139,8 @@ void WriterLoop(const Backend& b, const WaitParams& p,
     }
     if (!p.no_sleep) nanosleep(&ts, nullptr);
   }
-  if (p.verbose) printf("exiting writer-thread (total full-loops: %zu)\n", iter);
+  if (p.verbose)
+    printf("exiting writer-thread (total full-loops: %zu)\n", iter);
 }
 
 }  // namespace
@@ -151,9 +154,12 @@ Result MeasureWait(const Backend& b, const WaitParams& in) {
   r.backend = b.name;
   r.threads = p.threads;
   r.params = {{"nfds", double(p.nfds)}};
-  for (auto [on, key] : {std::pair{p.no_sleep, "no_sleep"}, {p.multiq, "multiq"},
-                         {p.nonblocking, "nonblocking"}, {p.oneshot, "oneshot"},
-                         {p.edge, "edge"}, {p.randomize, "randomize"}})
+  for (auto [on, key] : {std::pair{p.no_sleep, "no_sleep"},
+                         {p.multiq, "multiq"},
+                         {p.nonblocking, "nonblocking"},
+                         {p.oneshot, "oneshot"},
+                         {p.edge, "edge"},
+                         {p.randomize, "randomize"}})
     if (on) r.params.push_back({key, 1});
   if (p.nested) r.params.push_back({"nested", double(p.nested)});
 
@@ -161,7 +167,8 @@ Result MeasureWait(const Backend& b, const WaitParams& in) {
   StopFd stop;
   std::vector<Worker> workers(p.threads);
   int main_ep = -1;
-  uint32_t events = EPOLLIN | (p.oneshot ? EPOLLONESHOT : 0u) | (p.edge ? EPOLLET : 0u);
+  uint32_t events =
+      EPOLLIN | (p.oneshot ? EPOLLONESHOT : 0u) | (p.edge ? EPOLLET : 0u);
   RaiseFdLimit(b, long(p.nfds * p.threads * 2 + 50));
   if (p.perf_output)
     printf("# Running 'epoll/wait' benchmark (%s backend):\n", b.name);
@@ -198,12 +205,14 @@ Result MeasureWait(const Backend& b, const WaitParams& in) {
     }
   }
   if (p.perf_output)
-    printf("Run summary [PID %d]: %lu threads monitoring%s on %lu "
-           "file-descriptors for %g secs.\n\n",
-           getpid(), p.threads, p.oneshot ? " (EPOLLONESHOT semantics)" : "",
-           p.nfds, p.runtime);
+    printf(
+        "Run summary [PID %d]: %lu threads monitoring%s on %lu "
+        "file-descriptors for %g secs.\n\n",
+        getpid(), p.threads, p.oneshot ? " (EPOLLONESHOT semantics)" : "",
+        p.nfds, p.runtime);
   if (p.verbose)
-    printf("starting worker/consumer %sthreads%s\n", p.noaffinity ? "" : "CPU affinity ",
+    printf("starting worker/consumer %sthreads%s\n",
+           p.noaffinity ? "" : "CPU affinity ",
            p.nonblocking ? " (nonblocking)" : "");
 
   std::atomic<bool> done{false}, wdone{false};
@@ -260,7 +269,8 @@ int CmdWait(int argc, char** argv) {
       {'t', "threads", Option::kUint, &p.threads, "Specify amount of threads"},
       {'f', "nfds", Option::kUint, &p.nfds,
        "Specify amount of file descriptors to monitor for each thread"},
-      {'n', "noaffinity", Option::kFlag, &p.noaffinity, "Disables CPU affinity"},
+      {'n', "noaffinity", Option::kFlag, &p.noaffinity,
+       "Disables CPU affinity"},
       {'R', "randomize", Option::kFlag, &p.randomize,
        "Enable random write behaviour (default is lineal)"},
       {'v', "verbose", Option::kFlag, &p.verbose, "Verbose mode"},
@@ -271,15 +281,19 @@ int CmdWait(int argc, char** argv) {
       {'N', "nested", Option::kUint, &p.nested,
        "Nesting level epoll hierarchy (default is 0, no nesting; at most 4)"},
       {'S', "oneshot", Option::kFlag, &p.oneshot, "Use EPOLLONESHOT semantics"},
-      {'E', "edge", Option::kFlag, &p.edge, "Use Edge-triggered interface (default is LT)"},
+      {'E', "edge", Option::kFlag, &p.edge,
+       "Use Edge-triggered interface (default is LT)"},
       {0, "no-sleep", Option::kFlag, &p.no_sleep,
        "Drop the writer's 500 ns nanosleep between passes"},
   };
   AddCommonOptions(&c, &opts);
   switch (ParseOptions("uepoll-bench wait [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp: return 0;
-    case ParseResult::kError: return 2;
-    case ParseResult::kOk: break;
+    case ParseResult::kHelp:
+      return 0;
+    case ParseResult::kError:
+      return 2;
+    case ParseResult::kOk:
+      break;
   }
   if (!FinishCommonOptions(&c)) return 2;
   if (p.nfds == 0) return BadUsage("-f/--nfds must be at least 1");
@@ -288,7 +302,8 @@ int CmdWait(int argc, char** argv) {
   Report report;
   Progress progress(int(c.backends.size()));
   for (const Backend* b : c.backends)
-    RunMeasurement(progress, report, "wait", *b, "", [&] { return MeasureWait(*b, p); });
+    RunMeasurement(progress, report, "wait", *b, "",
+                   [&] { return MeasureWait(*b, p); });
   return FinishCommand(c, report);
 }
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend.h"
@@ -40,7 +41,8 @@ struct CtlParams {
 Result MeasureCtl(const Backend& b, const CtlParams& p);
 
 Result MeasureNested(const Backend& b, unsigned long threads,
-                     unsigned long depth, unsigned long sources, double runtime);
+                     unsigned long depth, unsigned long sources,
+                     double runtime);
 Result MeasureChurn(const Backend& b, unsigned long threads, double runtime);
 Result MeasureThroughput(const Backend& b, unsigned long maxevents,
                          double runtime);
@@ -49,10 +51,13 @@ Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime);
 // capped by RLIMIT_NOFILE's hard limit. Raises the limit as a side effect.
 unsigned long ScaleCapacity(const Backend& b, unsigned long want);
 Result MeasureScale(const Backend& b, unsigned long n, double runtime);
-// One scale measurement per backend and size, skipping the repeats a capped
-// size would make.
-void RunScale(const std::vector<const Backend*>& backends,
-              const std::vector<unsigned long>& sizes, double runtime, Report& report);
+// The (backend, N) pairs to measure for these sizes, capped, without the
+// repeats capping would make; says on stderr what it capped.
+using ScalePlan = std::vector<std::pair<const Backend*, unsigned long>>;
+ScalePlan PlanScale(const std::vector<const Backend*>& backends,
+                    const std::vector<unsigned long>& sizes);
+void RunScale(const ScalePlan& plan, double runtime, Progress& progress,
+              Report& report);
 
 int CmdWait(int argc, char** argv);
 int CmdCtl(int argc, char** argv);
