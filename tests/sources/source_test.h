@@ -1,0 +1,62 @@
+// Shared by the source tests: a fixture on top of the conformance helpers,
+// and a scoped signal handler for the blocking-I/O signal tests.
+#ifndef UEPOLL_TESTS_SOURCES_SOURCE_TEST_H_
+#define UEPOLL_TESTS_SOURCES_SOURCE_TEST_H_
+
+#include <signal.h>
+
+#include <atomic>
+#include <string>
+
+#include "conformance/helpers.h"
+#include "threads/waiter.h"
+
+namespace uepoll_test {
+
+inline std::atomic<int> g_signals{0};
+
+// Installs a counting SIGUSR1 handler, with or without SA_RESTART, for the
+// scope; the previous disposition comes back at the end.
+class ScopedSigusr1 {
+ public:
+  explicit ScopedSigusr1(bool restart) {
+    g_signals.store(0);
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { g_signals.fetch_add(1); };
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = restart ? SA_RESTART : 0;
+    sigaction(SIGUSR1, &sa, &old_);
+  }
+  ~ScopedSigusr1() { sigaction(SIGUSR1, &old_, nullptr); }
+  ScopedSigusr1(const ScopedSigusr1&) = delete;
+  ScopedSigusr1& operator=(const ScopedSigusr1&) = delete;
+
+ private:
+  struct sigaction old_ {};
+};
+
+class SourceTest : public ConformanceTest {
+ protected:
+  // Fills a non-blocking write end with writes of n bytes; returns how
+  // many succeeded in full (a partial write ends the loop too).
+  int FillWith(int wfd, size_t n, int limit = 100000) {
+    int count = 0;
+    while (count < limit && WriteBytes(wfd, n) == static_cast<ssize_t>(n)) {
+      ++count;
+    }
+    return count;
+  }
+  std::string ReadString(int fd, size_t n) {
+    std::string s(n, '\0');
+    ssize_t r = B().read(fd, s.data(), n);
+    s.resize(r < 0 ? 0 : static_cast<size_t>(r));
+    return s;
+  }
+  ssize_t WriteString(int fd, const std::string& s) {
+    return B().write(fd, s.data(), s.size());
+  }
+};
+
+}  // namespace uepoll_test
+
+#endif  // UEPOLL_TESTS_SOURCES_SOURCE_TEST_H_
