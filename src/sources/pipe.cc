@@ -409,9 +409,13 @@ int CreatePipe(int fds[2], int flags) {
   if (!fds) return -EFAULT;
   auto* inode = new (std::nothrow) PipeInode;
   if (!inode) return -ENOMEM;
-  uint32_t common = static_cast<uint32_t>(flags & (O_NONBLOCK | O_DIRECT));
-  auto* r = new (std::nothrow) PipeEnd(inode, true, O_RDONLY | common);
-  auto* w = new (std::nothrow) PipeEnd(inode, false, O_WRONLY | common);
+  // create_pipe_files: O_DIRECT (packet mode) matters to writes only and
+  // is set on the write end alone.
+  uint32_t nonblock = static_cast<uint32_t>(flags & O_NONBLOCK);
+  uint32_t direct = static_cast<uint32_t>(flags & O_DIRECT);
+  auto* r = new (std::nothrow) PipeEnd(inode, true, O_RDONLY | nonblock);
+  auto* w =
+      new (std::nothrow) PipeEnd(inode, false, O_WRONLY | nonblock | direct);
   if (!r || !w) {
     delete r;
     delete w;
