@@ -275,7 +275,9 @@ TEST_P(SocketPairSource, args__errors_in_kernel_order) {
   // The kernel stores the two reserved numbers in sv before it creates the
   // sockets, so a failed call leaves (closed) numbers there; uepoll leaves
   // sv alone (a deviation, docs/semantics.md).
-  if (!IsKernel()) EXPECT_EQ(sv[0], -1);
+  if (!IsKernel()) {
+    EXPECT_EQ(sv[0], -1);
+  }
   int ok[2];
   ASSERT_EQ(B().socketpair(AF_UNIX, SOCK_STREAM, PF_UNIX, ok), 0);
   Track(ok[0]);
