@@ -30,6 +30,15 @@ UEPOLL_API long uepoll_debug_set_fd_limit(long limit);
 /* The capacity of the descriptor table (the largest accepted limit). */
 UEPOLL_API long uepoll_debug_fd_capacity(void);
 
+/* Allocation-failure injection: the nth allocation uepoll makes from now
+ * fails (n = 1: the next one); n = 0 switches injection off. Returns 0, or
+ * -1/EINVAL for n < 0. */
+UEPOLL_API int uepoll_debug_fail_alloc(long n);
+
+/* How many allocations uepoll has made while injection was armed (a
+ * counter tests use to enumerate allocation sites). */
+UEPOLL_API long uepoll_debug_alloc_count(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

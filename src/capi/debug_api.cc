@@ -1,6 +1,7 @@
 // uepoll/debug.h: live-object counts and the descriptor limit.
 #include <uepoll/debug.h>
 
+#include "base/alloc.h"
 #include "capi/errors.h"
 #include "core/fd_table.h"
 #include "core/live.h"
@@ -24,5 +25,15 @@ long uepoll_debug_set_fd_limit(long limit) {
 }
 
 long uepoll_debug_fd_capacity(void) { return FdTable::kCapacity; }
+
+int uepoll_debug_fail_alloc(long n) {
+  if (n < 0) return uepoll::impl::ToErrno(-EINVAL);
+  uepoll::impl::g_alloc_fail_countdown.store(n, std::memory_order_relaxed);
+  return 0;
+}
+
+long uepoll_debug_alloc_count(void) {
+  return uepoll::impl::g_alloc_count.load(std::memory_order_relaxed);
+}
 
 }  // extern "C"

@@ -9,12 +9,10 @@
 #include <poll.h>
 #include <sys/epoll.h>
 
-#include <memory>
-#include <new>
-#include <vector>
 
 #include <uepoll/uepoll.h>
 
+#include "base/alloc.h"
 #include "base/parker.h"
 #include "capi/errors.h"
 #include "core/fd_table.h"
@@ -34,8 +32,26 @@ struct PollEntry {
   }
 };
 
+// An array of n FileRefs from Allocate (ok() false if that failed).
+class FileRefArray {
+ public:
+  explicit FileRefArray(size_t n) : n_(n), p_(n ? NewArray<FileRef>(n) : nullptr) {}
+  ~FileRefArray() {
+    if (!p_) return;
+    for (size_t i = 0; i < n_; ++i) p_[i].~FileRef();
+    DeleteArray(p_);
+  }
+  bool ok() const { return p_ != nullptr; }
+  FileRef& operator[](size_t i) { return p_[i]; }
+  const FileRef& operator[](size_t i) const { return p_[i]; }
+
+ private:
+  size_t n_;
+  FileRef* p_;
+};
+
 // One pass: fills revents, returns how many are nonzero.
-int PollOnce(pollfd* fds, nfds_t n, const std::vector<FileRef>& files) {
+int PollOnce(pollfd* fds, nfds_t n, const FileRefArray& files) {
   int count = 0;
   for (nfds_t i = 0; i < n; ++i) {
     short rev = 0;
@@ -57,20 +73,21 @@ int PollOnce(pollfd* fds, nfds_t n, const std::vector<FileRef>& files) {
 int Poll(pollfd* fds, nfds_t n, const Deadline& deadline) {
   if (n > static_cast<nfds_t>(FdTable::Get().limit())) return -EINVAL;
   if (n && !fds) return -EFAULT;
-  std::vector<FileRef> files;
-  try {
-    files.resize(n);
-  } catch (const std::bad_alloc&) {
-    return -ENOMEM;
-  }
+  // References for the whole call, as poll() holds each file it polls.
+  FileRefArray files(n);
+  if (n && !files.ok()) return -ENOMEM;
   for (nfds_t i = 0; i < n; ++i) {
     if (fds[i].fd >= 0) files[i] = FdTable::Get().Lookup(fds[i].fd);
   }
   int count = PollOnce(fds, n, files);
   if (count || deadline.is_zero()) return count;
 
-  std::unique_ptr<PollEntry[]> entries(new (std::nothrow) PollEntry[n]);
+  PollEntry* entries = NewArray<PollEntry>(n);
   if (!entries) return -ENOMEM;
+  struct Freer {
+    PollEntry* p;
+    ~Freer() { DeleteArray(p); }
+  } freer{entries};
   Parker* parker = &Parker::Current();
   for (;;) {
     for (nfds_t i = 0; i < n; ++i) {

@@ -19,13 +19,13 @@ FdTable::Chunk* FdTable::GetChunk(long idx, bool create) {
   long c = idx >> kChunkBits;
   Chunk* chunk = chunks_[c].load(std::memory_order_acquire);
   if (chunk || !create) return chunk;
-  auto* fresh = new (std::nothrow) Chunk();
+  auto* fresh = New<Chunk>();
   if (!fresh) return nullptr;
   // Release publishes the zeroed chunk; acquire (on failure) sees the winner.
   if (!chunks_[c].compare_exchange_strong(chunk, fresh,
                                           std::memory_order_acq_rel,
                                           std::memory_order_acquire)) {
-    delete fresh;
+    Delete(fresh);
     return chunk;
   }
   return fresh;

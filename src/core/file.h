@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "base/alloc.h"
 #include "base/list.h"
 #include "base/mutex.h"
 #include "core/live.h"
@@ -30,6 +31,7 @@ enum class FileKind : uint8_t { kEventfd, kPipe, kSocket, kEpoll };
 
 class File {
  public:
+  UEPOLL_ALLOCATED_CLASS
   File(FileKind kind, uint32_t f_flags) : kind_(kind), f_flags_(f_flags) {
     Live::Inc(Live::files);
   }

@@ -17,17 +17,8 @@ constexpr uint32_t kExclusiveOkBits = EPOLLIN | EPOLLOUT | EPOLLERR |
                                       EPOLLHUP | EPOLLWAKEUP | EPOLLET |
                                       EPOLLEXCLUSIVE;
 
-EpItem* AllocItem() {
-  auto* epi = static_cast<EpItem*>(::operator new(sizeof(EpItem), std::nothrow));
-  if (!epi) return nullptr;
-  return new (epi) EpItem();
-}
-
-void FreeItem(EpItem* epi) {
-  if (!epi) return;
-  epi->~EpItem();
-  ::operator delete(epi);
-}
+EpItem* AllocItem() { return New<EpItem>(); }
+void FreeItem(EpItem* epi) { Delete(epi); }
 
 }  // namespace
 
@@ -227,7 +218,7 @@ int Eventpoll::Ctl(int op, File* tfile, int fd, epoll_event ev)
   size_t nbuckets = 0;
   if (op == EPOLL_CTL_ADD) {
     nbuckets = items_.WantBuckets();  // a racy peek, checked under mtx_
-    if (nbuckets) buckets = new (std::nothrow) EpItem*[nbuckets]();
+    if (nbuckets) buckets = NewArray<EpItem*>(nbuckets);
   }
 
   bool full_check = false;
@@ -250,6 +241,10 @@ int Eventpoll::Ctl(int op, File* tfile, int fd, epoll_event ev)
       error = -ELOOP;
       goto unlock_nested;
     }
+    if (check->out_of_memory()) {
+      error = -ENOMEM;
+      goto unlock_nested;
+    }
     mtx_.Lock();
   }
 
@@ -269,9 +264,9 @@ int Eventpoll::Ctl(int op, File* tfile, int fd, epoll_event ev)
           if (items_.WantBuckets() != nbuckets) {
             // A concurrent ADD changed the table since the peek: the one
             // allocation under the lock, on a rare race.
-            delete[] buckets;
+            DeleteArray(buckets);
             nbuckets = items_.WantBuckets();
-            buckets = new (std::nothrow) EpItem*[nbuckets]();
+            buckets = NewArray<EpItem*>(nbuckets);
           }
           if (!buckets) {
             error = -ENOMEM;
@@ -284,11 +279,12 @@ int Eventpoll::Ctl(int op, File* tfile, int fd, epoll_event ev)
         error = Insert(prepped, ev, tfile, fd);
         if (!error && full_check) {
           if (!tfile->is_epoll()) check->AddFile(tfile);
-          if (check->TooManyPaths()) {
+          bool oom = check->out_of_memory();
+          if (oom || check->TooManyPaths()) {
             RemoveLocked(prepped, false);
             to_free = prepped;  // freed, and its reference dropped, below
             prepped = nullptr;
-            error = -EINVAL;
+            error = oom ? -ENOMEM : -EINVAL;
           }
         }
         if (!error) prepped = nullptr;
@@ -323,8 +319,8 @@ unlock_nested:
   }
   // Free and drop references only now, outside every lock.
   FreeItem(prepped);
-  delete[] buckets;
-  delete[] old_buckets;
+  DeleteArray(buckets);
+  DeleteArray(old_buckets);
   if (to_free) {
     FreeItem(to_free);
     Put();

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/alloc.h"
 #include "epoll/item.h"
 
 namespace uepoll::impl {
@@ -16,7 +17,7 @@ namespace uepoll::impl {
 class ItemTable {
  public:
   ItemTable() = default;
-  ~ItemTable() { delete[] buckets_; }
+  ~ItemTable() { DeleteArray(buckets_); }
   ItemTable(const ItemTable&) = delete;
   ItemTable& operator=(const ItemTable&) = delete;
 

@@ -24,7 +24,8 @@ NestingCheck::NestingCheck()
 NestingCheck::~NestingCheck() {
   // Bump again so that no instance still matches this generation.
   g_loop_check_gen.fetch_add(1, std::memory_order_acq_rel);
-  for (File* f : files_) f->Unref();
+  for (size_t i = 0; i < nfiles_; ++i) files_[i]->Unref();
+  DeleteArray(files_);
 }
 
 bool NestingCheck::CreatesLoop(Eventpoll* ep, Eventpoll* to) {
@@ -36,10 +37,22 @@ bool NestingCheck::CreatesLoop(Eventpoll* ep, Eventpoll* to) {
 }
 
 void NestingCheck::AddFile(File* f) {
-  if (std::find(files_.begin(), files_.end(), f) != files_.end()) return;
+  if (std::find(files_, files_ + nfiles_, f) != files_ + nfiles_) return;
+  if (nfiles_ == cap_) {
+    size_t cap = cap_ ? cap_ * 2 : 16;
+    File** grown = NewArray<File*>(cap);
+    if (!grown) {
+      oom_ = true;
+      return;
+    }
+    std::copy(files_, files_ + nfiles_, grown);
+    DeleteArray(files_);
+    files_ = grown;
+    cap_ = cap;
+  }
   // A file already in its last close adds no path: its items are going.
   if (!f->TryRef()) return;
-  files_.push_back(f);
+  files_[nfiles_++] = f;
 }
 
 // How many instance links lead down from ep (0: none), or more than
@@ -85,9 +98,9 @@ int NestingCheck::UpDepth(Eventpoll* ep) NO_THREAD_SAFETY_ANALYSIS {
 }
 
 bool NestingCheck::TooManyPaths() {
-  for (File* f : files_) {
+  for (size_t i = 0; i < nfiles_; ++i) {
     std::fill(std::begin(path_count_), std::end(path_count_), 0);
-    if (PathsFrom(f, 0)) return true;
+    if (PathsFrom(files_[i], 0)) return true;
   }
   return false;
 }

@@ -8,8 +8,8 @@
 #ifndef UEPOLL_SRC_EPOLL_NESTING_H_
 #define UEPOLL_SRC_EPOLL_NESTING_H_
 
+#include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "base/mutex.h"
 #include "epoll/eventpoll.h"
@@ -39,6 +39,8 @@ class NestingCheck {
   // reverse_path_check: true if some collected file would have too many
   // wakeup paths.
   bool TooManyPaths();
+  // An allocation failed while collecting files: the ADD must fail ENOMEM.
+  bool out_of_memory() const { return oom_; }
 
  private:
   int DownDepth(Eventpoll* ep, int depth);
@@ -47,7 +49,10 @@ class NestingCheck {
 
   uint64_t gen_;
   Eventpoll* inserting_into_ = nullptr;
-  std::vector<File*> files_;  // each holds a reference
+  File** files_ = nullptr;  // each holds a reference
+  size_t nfiles_ = 0;
+  size_t cap_ = 0;
+  bool oom_ = false;
   int path_count_[kMaxNests + 1] = {};
 };
 

@@ -1,0 +1,68 @@
+// Allocation: every allocation the engine makes goes through Allocate(), so
+// that (1) failure is always a nullptr that becomes ENOMEM, never an
+// exception through the C API, and (2) tests can inject a failure at the
+// Nth allocation (uepoll_debug_fail_alloc) to prove that every failing call
+// changes nothing and leaks nothing.
+#ifndef UEPOLL_SRC_BASE_ALLOC_H_
+#define UEPOLL_SRC_BASE_ALLOC_H_
+
+#include <atomic>
+#include <cstddef>
+#include <new>
+#include <utility>
+
+namespace uepoll::impl {
+
+// Countdown to an injected failure: 0 = off; n > 0 = the nth allocation
+// from now fails (and the countdown switches off).
+inline std::atomic<long> g_alloc_fail_countdown{0};
+// How many allocations were made (for tests that enumerate the sites).
+inline std::atomic<long> g_alloc_count{0};
+
+void* AllocateSlow(size_t n) noexcept;
+
+inline void* Allocate(size_t n) noexcept {
+  if (g_alloc_fail_countdown.load(std::memory_order_relaxed) != 0) {
+    return AllocateSlow(n);
+  }
+  return ::operator new(n, std::nothrow);
+}
+inline void Deallocate(void* p) noexcept { ::operator delete(p); }
+
+template <class T, class... Args>
+T* New(Args&&... args) noexcept {
+  void* p = Allocate(sizeof(T));
+  if (!p) return nullptr;
+  return new (p) T(std::forward<Args>(args)...);
+}
+template <class T>
+void Delete(T* p) noexcept {
+  if (!p) return;
+  p->~T();
+  Deallocate(p);
+}
+// A value-initialized array of trivially destructible T.
+template <class T>
+T* NewArray(size_t n) noexcept {
+  void* p = Allocate(sizeof(T) * n);
+  if (!p) return nullptr;
+  return new (p) T[n]();
+}
+template <class T>
+void DeleteArray(T* p) noexcept {
+  Deallocate(p);
+}
+
+// For classes with virtual destructors freed by `delete this`: route their
+// operator new/delete through Allocate.
+#define UEPOLL_ALLOCATED_CLASS                                          \
+  static void* operator new(size_t n, const std::nothrow_t&) noexcept { \
+    return ::uepoll::impl::Allocate(n);                                 \
+  }                                                                     \
+  static void operator delete(void* p) noexcept {                       \
+    ::uepoll::impl::Deallocate(p);                                      \
+  }
+
+}  // namespace uepoll::impl
+
+#endif  // UEPOLL_SRC_BASE_ALLOC_H_
