@@ -241,6 +241,21 @@ TEST_P(ObjectModel, UnknownEventBitsAcceptedByMod) {
   EXPECT_EQ(Wait(ep), (std::vector<Ev>{{EPOLLOUT, 2}}));
 }
 
+// None of these sources ever raises PRI, so PRI alone never reports,
+// however readable they are.
+TEST_P(ObjectModel, PriOnlyInterestReportsNothingOnReadableSources) {
+  int ep = Epoll();
+  int efd = Eventfd(1);
+  int p[2], sv[2];
+  Pipe(p);
+  SocketPair(sv);
+  ASSERT_EQ(WriteBytes(p[1], 1), 1);
+  ASSERT_EQ(WriteBytes(sv[1], 1), 1);
+  for (int fd : {efd, p[0], sv[0]})
+    ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, fd, EPOLLPRI, 1), 0);
+  EXPECT_TRUE(Wait(ep).empty());
+}
+
 TEST_P(ObjectModel, OneSourceInThreeInstancesReportsInEach) {
   int eps[3] = {Epoll(), Epoll(), Epoll()};
   int efd = Eventfd();

@@ -61,10 +61,13 @@ class SignalGuard {
   sigset_t old_mask_;
 };
 
+// The timer repeats: if a loaded machine delivers the first signal before
+// the wait has started, the next one still interrupts it.
 void ArmAlarmMs(int ms) {
   struct itimerval t {};
   t.it_value.tv_sec = ms / 1000;
   t.it_value.tv_usec = (ms % 1000) * 1000;
+  t.it_interval = t.it_value;
   setitimer(ITIMER_REAL, &t, nullptr);
 }
 
@@ -235,11 +238,11 @@ TEST_P(WaitErrors, AnyNegativeTimeoutBlocksUntilSignal) {
   int ep = Epoll();
   epoll_event ev[1];
   SignalGuard guard(SIGALRM);
-  ArmAlarmMs(20);
   int64_t t0 = MonotonicNs();
+  ArmAlarmMs(20);
   EXPECT_ERRNO(B().epoll_wait(ep, ev, 1, -7), EINTR);
   EXPECT_GE(MonotonicNs() - t0, 20 * 1000000LL);
-  EXPECT_EQ(g_signals, 1);
+  EXPECT_GE(g_signals, 1);
 }
 
 TEST_P(WaitErrors, SignalInterruptsTimedWaitDespiteSaRestart) {
@@ -248,7 +251,7 @@ TEST_P(WaitErrors, SignalInterruptsTimedWaitDespiteSaRestart) {
   SignalGuard guard(SIGALRM);
   ArmAlarmMs(20);
   EXPECT_ERRNO(B().epoll_wait(ep, ev, 1, 60000), EINTR);
-  EXPECT_EQ(g_signals, 1);
+  EXPECT_GE(g_signals, 1);
 }
 
 TEST_P(WaitErrors, PwaitMaskUnblocksPendingSignalEintr) {
@@ -286,7 +289,9 @@ TEST_P(WaitErrors, PwaitMaskBlocksSignalForTheWait) {
   sigset_t block;
   sigemptyset(&block);
   sigaddset(&block, SIGALRM);
-  ArmAlarmMs(5);
+  struct itimerval once {};
+  once.it_value.tv_usec = 5000;
+  setitimer(ITIMER_REAL, &once, nullptr);
   int64_t t0 = MonotonicNs();
   EXPECT_EQ(B().epoll_pwait(ep, ev, 1, 50, &block), 0);
   EXPECT_GE(MonotonicNs() - t0, 50 * 1000000LL);
