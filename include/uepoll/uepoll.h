@@ -61,6 +61,43 @@ UEPOLL_API int uepoll_epoll_pwait2(int epfd, struct epoll_event *events,
                                    const struct timespec *timeout,
                                    const sigset_t *sigmask);
 
+/* min_wait batching and per-instance parameters (uepoll extensions).
+ *
+ * uepoll_epoll_pwait3 is epoll_pwait2 with its arguments in a struct, so
+ * that there is room for a minimum wait: wait up to min_wait_ns for
+ * maxevents events; when min_wait_ns has passed, return if at least one
+ * event is ready; otherwise keep waiting to the timeout and return at the
+ * first event. A zero timeout ignores min_wait_ns; a signal ends the wait
+ * at once (events already ready are returned, else EINTR). */
+struct uepoll_wait_args {
+  const struct timespec *timeout; /* NULL: forever; {0, 0}: do not wait */
+  uint64_t min_wait_ns;           /* 0: no minimum wait */
+  const sigset_t *sigmask;        /* NULL: keep the thread's mask */
+  uint64_t flags;                 /* must be 0 */
+};
+UEPOLL_API int uepoll_epoll_pwait3(int epfd, struct epoll_event *events,
+                                   int maxevents,
+                                   const struct uepoll_wait_args *args);
+
+/* Mirrors struct epoll_params of the kernel's EPIOCSPARAMS/EPIOCGPARAMS,
+ * plus the instance's default min_wait, used by uepoll_epoll_wait, _pwait
+ * and _pwait2 (uepoll_epoll_pwait3 uses its own args->min_wait_ns).
+ * Busy polling: a wait that would sleep first spins up to busy_poll_usecs
+ * checking for events (never for a zero timeout). Validation as the
+ * kernel's: pad != 0, busy_poll_usecs > INT32_MAX or prefer_busy_poll > 1
+ * -> EINVAL; busy_poll_budget > 64 without CAP_NET_ADMIN -> EPERM; a
+ * descriptor that is not an instance -> ENOTTY. */
+struct uepoll_params {
+  uint32_t busy_poll_usecs;
+  uint16_t busy_poll_budget;
+  uint8_t prefer_busy_poll;
+  uint8_t pad; /* must be 0 */
+  uint64_t min_wait_ns;
+};
+UEPOLL_API int uepoll_epoll_set_params(int epfd,
+                                       const struct uepoll_params *params);
+UEPOLL_API int uepoll_epoll_get_params(int epfd, struct uepoll_params *params);
+
 /* sources */
 UEPOLL_API int uepoll_eventfd(unsigned int initval, int flags);
 UEPOLL_API int uepoll_pipe(int pipefd[2]);

@@ -1,5 +1,8 @@
 // uepoll_epoll_*: argument checks in the kernel's order, then the engine.
 #include <errno.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <uepoll/uepoll.h>
 
@@ -8,6 +11,30 @@
 
 using uepoll::impl::Deadline;
 using uepoll::impl::ToErrno;
+using uepoll::impl::WaitArgs;
+
+namespace {
+
+bool BadTimespec(const timespec* t) {
+  return t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1000000000L;
+}
+
+WaitArgs Args(Deadline d, const sigset_t* mask) {
+  WaitArgs a;
+  a.deadline = d;
+  a.sigmask = mask;
+  return a;
+}
+
+// capable(CAP_NET_ADMIN), which the kernel asks for busy_poll_budget > 64.
+bool HasNetAdmin() {
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capget, &hdr, data) != 0) return false;
+  return data[CAP_NET_ADMIN / 32].effective & (1u << (CAP_NET_ADMIN % 32));
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -26,16 +53,14 @@ int uepoll_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event) {
 
 int uepoll_epoll_wait(int epfd, struct epoll_event *events, int maxevents,
                       int timeout) {
-  return ToErrno(uepoll::impl::EpollWait(epfd, events, maxevents,
-                                         Deadline::FromMillis(timeout),
-                                         nullptr));
+  return ToErrno(uepoll::impl::EpollWait(
+      epfd, events, maxevents, Args(Deadline::FromMillis(timeout), nullptr)));
 }
 
 int uepoll_epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
                        int timeout, const sigset_t *sigmask) {
-  return ToErrno(uepoll::impl::EpollWait(epfd, events, maxevents,
-                                         Deadline::FromMillis(timeout),
-                                         sigmask));
+  return ToErrno(uepoll::impl::EpollWait(
+      epfd, events, maxevents, Args(Deadline::FromMillis(timeout), sigmask)));
 }
 
 int uepoll_epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
@@ -44,13 +69,59 @@ int uepoll_epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
   Deadline d = Deadline::Infinite();
   if (timeout) {
     // Validated before the descriptor, as the kernel does.
-    if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
-        timeout->tv_nsec >= 1000000000L) {
-      return ToErrno(-EINVAL);
-    }
+    if (BadTimespec(timeout)) return ToErrno(-EINVAL);
     d = Deadline::FromTimespec(*timeout);
   }
-  return ToErrno(uepoll::impl::EpollWait(epfd, events, maxevents, d, sigmask));
+  return ToErrno(
+      uepoll::impl::EpollWait(epfd, events, maxevents, Args(d, sigmask)));
+}
+
+int uepoll_epoll_pwait3(int epfd, struct epoll_event *events, int maxevents,
+                        const struct uepoll_wait_args *args) {
+  if (!args) return ToErrno(-EFAULT);
+  if (args->flags) return ToErrno(-EINVAL);
+  Deadline d = Deadline::Infinite();
+  if (args->timeout) {
+    if (BadTimespec(args->timeout)) return ToErrno(-EINVAL);
+    d = Deadline::FromTimespec(*args->timeout);
+  }
+  WaitArgs a = Args(d, args->sigmask);
+  // Saturate: a minimum wait beyond INT64_MAX ns is "until the timeout".
+  a.min_wait_ns = args->min_wait_ns > uint64_t{INT64_MAX}
+                      ? INT64_MAX
+                      : static_cast<int64_t>(args->min_wait_ns);
+  return ToErrno(uepoll::impl::EpollWait(epfd, events, maxevents, a));
+}
+
+int uepoll_epoll_set_params(int epfd, const struct uepoll_params *params) {
+  uepoll::impl::EpollParams current;
+  // The ioctl's order: the descriptor, its kind, then the argument.
+  int r = uepoll::impl::EpollGetParams(epfd, &current);
+  if (r < 0) return ToErrno(r);
+  if (!params) return ToErrno(-EFAULT);
+  if (params->pad) return ToErrno(-EINVAL);
+  if (params->busy_poll_usecs > uint32_t{INT32_MAX}) return ToErrno(-EINVAL);
+  if (params->prefer_busy_poll > 1) return ToErrno(-EINVAL);
+  if (params->busy_poll_budget > 64 && !HasNetAdmin()) return ToErrno(-EPERM);
+  uepoll::impl::EpollParams p;
+  p.busy_poll_usecs = params->busy_poll_usecs;
+  p.busy_poll_budget = params->busy_poll_budget;
+  p.prefer_busy_poll = params->prefer_busy_poll;
+  p.min_wait_ns = params->min_wait_ns;
+  return ToErrno(uepoll::impl::EpollSetParams(epfd, p));
+}
+
+int uepoll_epoll_get_params(int epfd, struct uepoll_params *params) {
+  uepoll::impl::EpollParams p;
+  int r = uepoll::impl::EpollGetParams(epfd, &p);
+  if (r < 0) return ToErrno(r);
+  if (!params) return ToErrno(-EFAULT);
+  params->busy_poll_usecs = p.busy_poll_usecs;
+  params->busy_poll_budget = p.busy_poll_budget;
+  params->prefer_busy_poll = p.prefer_busy_poll;
+  params->pad = 0;
+  params->min_wait_ns = p.min_wait_ns;
+  return 0;
 }
 
 }  // extern "C"

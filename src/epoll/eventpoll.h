@@ -76,6 +76,21 @@
 
 namespace uepoll::impl {
 
+// How a wait should behave beyond the timeout (epoll_pwait3).
+struct WaitArgs {
+  Deadline deadline = Deadline::Infinite();
+  const sigset_t* sigmask = nullptr;
+  int64_t min_wait_ns = -1;  // -1: the instance's default (set_params)
+};
+
+// Per-instance parameters (EPIOCSPARAMS, plus uepoll's default min_wait).
+struct EpollParams {
+  uint32_t busy_poll_usecs = 0;
+  uint16_t busy_poll_budget = 0;
+  uint8_t prefer_busy_poll = 0;
+  uint64_t min_wait_ns = 0;
+};
+
 // A thread blocked in Wait(), on the instance's waiters_ list (the kernel's
 // exclusive entries on ep->wq). Lives on the waiting thread's stack.
 struct EpWaiter {
@@ -96,9 +111,14 @@ class Eventpoll final : public File {
   // The part of epoll_ctl after descriptor and flag validation.
   int Ctl(int op, File* tfile, int fd, epoll_event ev);
 
-  // ep_poll: 1..maxevents events, 0 on timeout, -EINTR on a signal.
-  int Wait(epoll_event* events, int maxevents, const Deadline& deadline,
-           const sigset_t* sigmask);
+  // ep_poll: 1..maxevents events, 0 on timeout, -EINTR on a signal. With
+  // a min_wait (seed 004): wait up to min_wait for maxevents, return at
+  // min_wait if anything is ready, else wait on to the deadline and return
+  // at the first event. Busy polling spins before sleeping.
+  int Wait(epoll_event* events, int maxevents, const WaitArgs& args);
+
+  EpollParams params() const;
+  void set_params(const EpollParams& p);
 
   void Put();  // drop an ep_refs_ reference; frees at zero
   bool watched() const {
@@ -122,6 +142,11 @@ class Eventpoll final : public File {
   bool RemoveLocked(EpItem* epi, bool force) REQUIRES(mtx_);
 
   int SendEvents(epoll_event* events, int maxevents) EXCLUDES(mtx_);
+  int WaitLoop(epoll_event* events, int maxevents, const Deadline& deadline,
+               const sigset_t* sigmask) EXCLUDES(mtx_, lock_);
+  int MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
+              int64_t min_wait_ns) EXCLUDES(mtx_, lock_);
+  int CountReadyLocked(int limit) const REQUIRES(lock_);
   void StartScan(ListNode* txlist) REQUIRES(mtx_) EXCLUDES(lock_);
   void DoneScan(ListNode* txlist, ListNode* requeue) REQUIRES(mtx_)
       EXCLUDES(lock_);
@@ -149,6 +174,11 @@ class Eventpoll final : public File {
   WaitQueue poll_wait_;  // watchers of this instance: parent items, poll()
   ItemTable items_ GUARDED_BY(mtx_);
   std::atomic<long> ep_refs_{1};
+  // Parameters: written by set_params, read by waits; independent words.
+  std::atomic<uint32_t> busy_poll_usecs_{0};
+  std::atomic<uint16_t> busy_poll_budget_{0};
+  std::atomic<uint8_t> prefer_busy_poll_{0};
+  std::atomic<uint64_t> min_wait_ns_{0};
 
  public:
   // Nesting-check state (nesting.cc), guarded by g_nested except gen_,
@@ -168,7 +198,9 @@ void EpollReleaseFile(File* file);
 int EpollCreate(int flags);
 int EpollCtl(int epfd, int op, int fd, const epoll_event* event);
 int EpollWait(int epfd, epoll_event* events, int maxevents,
-              const Deadline& deadline, const sigset_t* sigmask);
+              const WaitArgs& args);
+int EpollSetParams(int epfd, const EpollParams& p);
+int EpollGetParams(int epfd, EpollParams* p);
 
 }  // namespace uepoll::impl
 

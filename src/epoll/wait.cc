@@ -90,8 +90,94 @@ uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
   return res;
 }
 
-int Eventpoll::Wait(epoll_event* events, int maxevents,
-                    const Deadline& deadline, const sigset_t* sigmask)
+EpollParams Eventpoll::params() const {
+  EpollParams p;
+  p.busy_poll_usecs = busy_poll_usecs_.load(std::memory_order_relaxed);
+  p.busy_poll_budget = busy_poll_budget_.load(std::memory_order_relaxed);
+  p.prefer_busy_poll = prefer_busy_poll_.load(std::memory_order_relaxed);
+  p.min_wait_ns = min_wait_ns_.load(std::memory_order_relaxed);
+  return p;
+}
+
+void Eventpoll::set_params(const EpollParams& p) {
+  busy_poll_usecs_.store(p.busy_poll_usecs, std::memory_order_relaxed);
+  busy_poll_budget_.store(p.busy_poll_budget, std::memory_order_relaxed);
+  prefer_busy_poll_.store(p.prefer_busy_poll, std::memory_order_relaxed);
+  min_wait_ns_.store(p.min_wait_ns, std::memory_order_relaxed);
+}
+
+int Eventpoll::CountReadyLocked(int limit) const {
+  int n = 0;
+  for (const ListNode* p = rdllist_.next; p != &rdllist_ && n < limit; p = p->next) ++n;
+  return n;
+}
+
+int Eventpoll::Wait(epoll_event* events, int maxevents, const WaitArgs& args) {
+  // Neither busy polling nor min_wait applies to a zero timeout.
+  if (!args.deadline.is_zero()) {
+    uint32_t busy_us = busy_poll_usecs_.load(std::memory_order_relaxed);
+    if (busy_us && !avail_.load(std::memory_order_acquire)) {
+      // Spin for events before sleeping; bounded by the deadline too.
+      int64_t until = Deadline::NowNs() + int64_t{busy_us} * 1000;
+      if (!args.deadline.is_infinite() && args.deadline.at_ns() < until) {
+        until = args.deadline.at_ns();
+      }
+      while (!avail_.load(std::memory_order_acquire) &&
+             Deadline::NowNs() < until) {
+        for (int i = 0; i < 16; ++i) CpuRelax();
+      }
+    }
+    int64_t min_wait = args.min_wait_ns >= 0
+                           ? args.min_wait_ns
+                           : static_cast<int64_t>(
+                                 min_wait_ns_.load(std::memory_order_relaxed));
+    if (min_wait > 0 && maxevents > 1) {
+      int n = MinWait(events, maxevents, args, min_wait);
+      if (n != 0) return n;
+    }
+  }
+  return WaitLoop(events, maxevents, args.deadline, args.sigmask);
+}
+
+// The min_wait phase: sleep (woken by each event) until maxevents items are
+// ready or min_wait has passed, then harvest once. Harvesting only once
+// keeps an LT item from being reported twice in one batch. Returns the
+// events, -EINTR, or 0 when nothing was ready (the caller then waits on to
+// the deadline and returns at the first event).
+int Eventpoll::MinWait(epoll_event* events, int maxevents,
+                       const WaitArgs& args, int64_t min_wait_ns)
+    NO_THREAD_SAFETY_ANALYSIS {
+  Deadline until = Deadline::AfterNs(min_wait_ns);
+  if (!args.deadline.is_infinite() && args.deadline.at_ns() < until.at_ns()) {
+    until = args.deadline;
+  }
+  for (;;) {
+    EpWaiter w;
+    w.parker = &Parker::Current();
+    bool enough;
+    {
+      MutexLock l(lock_);
+      enough = CountReadyLocked(maxevents) >= maxevents;
+      if (!enough) waiters_.PushBack(&w.node);
+    }
+    if (enough) break;
+    Parker::Result r = w.parker->Park(until, args.sigmask);
+    {
+      MutexLock l(lock_);
+      w.node.Unlink();
+    }
+    if (r == Parker::Result::kInterrupted) {
+      int n = SendEvents(events, maxevents);  // events found win
+      return n ? n : -EINTR;
+    }
+    if (r == Parker::Result::kTimedOut || until.Expired()) break;
+  }
+  // Also hands the wakeup on to other waiters (DoneScan) if more is ready.
+  return SendEvents(events, maxevents);
+}
+
+int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
+                        const Deadline& deadline, const sigset_t* sigmask)
     NO_THREAD_SAFETY_ANALYSIS {
   bool timed_out = deadline.is_zero();
   bool eavail = avail_.load(std::memory_order_acquire);
@@ -131,15 +217,30 @@ int Eventpoll::Wait(epoll_event* events, int maxevents,
 }
 
 int EpollWait(int epfd, epoll_event* events, int maxevents,
-              const Deadline& deadline, const sigset_t* sigmask) {
+              const WaitArgs& args) {
   FileRef f = FdTable::Get().Lookup(epfd);
   if (!f) return -EBADF;
   constexpr int kMaxEvents = INT32_MAX / static_cast<int>(sizeof(epoll_event));
   if (maxevents <= 0 || maxevents > kMaxEvents) return -EINVAL;
   if (!f->is_epoll()) return -EINVAL;
   // A NULL array faults only when an event is copied out (SendEvents).
-  return static_cast<Eventpoll*>(f.get())->Wait(events, maxevents, deadline,
-                                                sigmask);
+  return static_cast<Eventpoll*>(f.get())->Wait(events, maxevents, args);
+}
+
+int EpollSetParams(int epfd, const EpollParams& p) {
+  FileRef f = FdTable::Get().Lookup(epfd);
+  if (!f) return -EBADF;
+  if (!f->is_epoll()) return -ENOTTY;  // the ioctl's errno
+  static_cast<Eventpoll*>(f.get())->set_params(p);
+  return 0;
+}
+
+int EpollGetParams(int epfd, EpollParams* p) {
+  FileRef f = FdTable::Get().Lookup(epfd);
+  if (!f) return -EBADF;
+  if (!f->is_epoll()) return -ENOTTY;
+  *p = static_cast<Eventpoll*>(f.get())->params();
+  return 0;
 }
 
 }  // namespace uepoll::impl
