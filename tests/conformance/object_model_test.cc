@@ -273,6 +273,17 @@ TEST_P(ObjectModel, AddOfReadySourceSatisfiesBlockingWait) {
   EXPECT_EQ(Wait(ep, 4, -1), (std::vector<Ev>{{EPOLLIN, 5}}));
 }
 
+TEST_P(ObjectModel, InstanceSurvivesCloseOfOneOfItsDescriptors) {
+  int ep = Epoll();
+  int d = Dup(ep);
+  int efd = Eventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLIN, 1), 0);
+  ASSERT_EQ(Close(ep), 0);
+  EfdWrite(efd, 1);
+  EXPECT_EQ(Wait(d), (std::vector<Ev>{{EPOLLIN, 1}}));
+  EXPECT_ERRNO(Ctl(d, EPOLL_CTL_ADD, efd, EPOLLIN, 2), EEXIST);
+}
+
 TEST_P(ObjectModel, ClosingInstanceLeavesSourceUsable) {
   int ep = Epoll();
   int efd = Eventfd();
