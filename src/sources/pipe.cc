@@ -46,6 +46,7 @@ constexpr unsigned kSlots = 16;  // PIPE_DEF_BUFFERS: max_usage
 constexpr int kNotificationPipe = O_EXCL;
 
 struct Page {
+  UEPOLL_ALLOCATED_CLASS  // new (std::nothrow) Page: uninitialized bytes
   char bytes[kPageSize];
 };
 
@@ -59,13 +60,15 @@ class PagePool {
   ~PagePool() {
     for (unsigned i = 0; i < n_; ++i) delete pages_[i];
   }
-  void Fill(unsigned want) {
+  // False if an allocation failed (the pool keeps what it got).
+  bool Fill(unsigned want) {
     want = std::min(want, kSlots);
     while (n_ < want) {
       Page* p = new (std::nothrow) Page;
-      if (!p) return;
+      if (!p) return false;
       pages_[n_++] = p;
     }
+    return true;
   }
   Page* Take() { return n_ ? pages_[--n_] : nullptr; }
   void Put(Page* p) { pages_[n_++] = p; }  // n_ < kSlots: only after Take()
@@ -85,6 +88,7 @@ struct PipeBuf {
 
 class PipeInode {
  public:
+  UEPOLL_ALLOCATED_CLASS
   PipeInode() = default;
   PipeInode(const PipeInode&) = delete;
   PipeInode& operator=(const PipeInode&) = delete;
@@ -243,7 +247,10 @@ ssize_t PipeInode::Write(const void* buf, size_t count, bool nonblock,
   bool sigpipe = false;
   bool wake_next_writer = false;
   PagePool pool;
-  pool.Fill(PagesWanted(left) - Cached(left));
+  // An allocation that failed is not retried: the write then stops where
+  // it needed the page (-ENOMEM, or the count so far), as alloc_page()
+  // failing does in pipe_write.
+  bool oom = !pool.Fill(PagesWanted(left) - Cached(left));
   mu_.Lock();
   bool was_empty = EmptyLocked();
   if (readers_ == 0) {
@@ -282,10 +289,12 @@ ssize_t PipeInode::Write(const void* buf, size_t count, bool nonblock,
         // The pool ran out (a reader freed slots meanwhile, or the hint
         // expected a merge): allocate outside mu_, then re-check
         // everything, since the pipe may have changed while unlocked.
-        mu_.Unlock();
-        pool.Fill(PagesWanted(left));
-        mu_.Lock();
-        page = pool.Take();
+        if (!oom) {
+          mu_.Unlock();
+          oom = !pool.Fill(PagesWanted(left));
+          mu_.Lock();
+          page = pool.Take();
+        }
         if (!page) {
           if (!ret) ret = -ENOMEM;
           break;
@@ -317,7 +326,7 @@ ssize_t PipeInode::Write(const void* buf, size_t count, bool nonblock,
         wr_wait_, /*exclusive=*/true,
         ret ? SignalRule::kPartial : SignalRule::kRestartable,
         [this] { return Writable(); });
-    if (r == 0) pool.Fill(PagesWanted(left) - Cached(left));
+    if (r == 0 && !oom) oom = !pool.Fill(PagesWanted(left) - Cached(left));
     mu_.Lock();
     was_empty = EmptyLocked();
     wake_next_writer = true;

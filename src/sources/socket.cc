@@ -70,6 +70,7 @@ struct Side {
 
 class UnixPair {
  public:
+  UEPOLL_ALLOCATED_CLASS
   UnixPair() = default;
   UnixPair(const UnixPair&) = delete;
   UnixPair& operator=(const UnixPair&) = delete;

@@ -14,8 +14,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <new>
+
+#include "base/alloc.h"
 
 namespace uepoll::impl {
 
@@ -62,13 +63,13 @@ struct Skb {
 
   // nullptr on allocation failure.
   static Skb* Alloc(size_t len, long truesize) {
-    void* p = std::malloc(sizeof(Skb) + len);
+    void* p = Allocate(sizeof(Skb) + len);
     if (!p) return nullptr;
     return new (p) Skb{nullptr, static_cast<uint32_t>(len), 0, truesize};
   }
   static void Free(Skb* s) {
     s->~Skb();
-    std::free(s);
+    Deallocate(s);
   }
 };
 
