@@ -5,13 +5,13 @@
 #define UEPOLL_TESTS_CONFORMANCE_HELPERS_H_
 
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <string.h>
 #include <time.h>
 
 #include <algorithm>
