@@ -89,6 +89,28 @@ TEST_P(ThreadsWakeup, EtEventWakesExactlyOneOfNWaiters) {
   EXPECT_EQ(CountGot(ws, kStopData), kWaiters - 1);
 }
 
+// Blocked waiters are picked last-in first-out: the thread that went to
+// sleep most recently (its cache still warm) gets the event.
+TEST_P(ThreadsWakeup, EventGoesToTheMostRecentWaiter) {
+  constexpr int kWaiters = 3;
+  int ep = Epoll();
+  int src = Eventfd();
+  int stop = Eventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN | EPOLLET, kEventData), 0);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, stop, EPOLLIN, kStopData), 0);
+  std::vector<std::unique_ptr<Waiter>> ws;
+  for (int i = 0; i < kWaiters; ++i) {
+    ws.push_back(StartWaiter(ep));
+    ASSERT_TRUE(ws.back()->Parked());  // one at a time: a known order
+  }
+  Signal(src);
+  ASSERT_TRUE(Eventually([&] { return CountDone(ws) >= 1; }));
+  Signal(stop);
+  for (auto& w : ws) ASSERT_TRUE(w->WaitDone());
+  EXPECT_EQ(ws.back()->event(0).data.u64, kEventData);
+  EXPECT_EQ(CountGot(ws, kEventData), 1);
+}
+
 // The harvester re-queues the LT item and so hands the wakeup on.
 TEST_P(ThreadsWakeup, LtEventWakesEveryWaiterInTurn) {
   constexpr int kWaiters = 4;
