@@ -132,11 +132,11 @@ int Eventpoll::Insert(EpItem* epi, const epoll_event& ev, File* tfile,
 }
 
 int Eventpoll::Modify(EpItem* epi, const epoll_event& ev) {
-  epi->events.store(ev.events, std::memory_order_relaxed);
   epi->data = ev.data.u64;
-  // Pairs with the lock_ acquisition in EpItemWake: either the callback
-  // sees the new events, or this poll sees the readiness that woke it.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // A seq_cst RMW is a full barrier (the kernel's smp_mb here): either a
+  // concurrent callback sees the new events, or the poll below sees the
+  // readiness that woke it. An RMW rather than a fence: TSan models it.
+  epi->events.exchange(ev.events, std::memory_order_seq_cst);
   if (ItemPoll(epi, 1) && LinkReady(epi)) poll_wait_.WakeUp(EPOLLIN, 1);
   return 0;
 }
