@@ -1,0 +1,196 @@
+// Each test pins one deviation from Linux listed in docs/semantics.md: it
+// asserts uepoll's documented behaviour, so that a change to it is noticed
+// and the document updated.
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <uepoll/uepoll.h>
+
+#include "support/fixture.h"
+
+namespace uepoll_test {
+namespace {
+
+class Deviations : public ::testing::Test {
+ protected:
+  void TearDown() override { ExpectNoUepollLeaks(); }
+};
+
+// semantics.md D1: uepoll calls accept only uepoll descriptors.
+TEST_F(Deviations, KernelDescriptorsAreEbadfForUepollCalls) {
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  char c = 'x';
+  errno = 0;
+  EXPECT_EQ(uepoll_write(p[1], &c, 1), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(uepoll_close(p[0]), -1);
+  EXPECT_EQ(errno, EBADF);
+  int ep = uepoll_epoll_create1(0);
+  ASSERT_GE(ep, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  EXPECT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev), -1);
+  EXPECT_EQ(errno, EBADF);
+  pollfd pfd{p[0], POLLIN, 0};
+  EXPECT_EQ(uepoll_poll(&pfd, 1, 0), 1);
+  EXPECT_EQ(pfd.revents, POLLNVAL);
+  // dup2 cannot put a uepoll object at a kernel number.
+  EXPECT_EQ(uepoll_dup2(ep, 5), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(uepoll_close(ep), 0);
+  ::close(p[0]);
+  ::close(p[1]);
+}
+
+// D2: a NULL buffer fails EFAULT before the eventfd count is consumed.
+TEST_F(Deviations, EventfdReadIntoNullFailsWithoutConsuming) {
+  int efd = uepoll_eventfd(3, EFD_NONBLOCK);
+  ASSERT_GE(efd, 0);
+  EXPECT_EQ(uepoll_read(efd, nullptr, 8), -1);
+  EXPECT_EQ(errno, EFAULT);
+  uint64_t v = 0;
+  EXPECT_EQ(uepoll_read(efd, &v, 8), 8);
+  EXPECT_EQ(v, 3u);  // the kernel would have consumed it
+  EXPECT_EQ(uepoll_close(efd), 0);
+}
+
+// D3: fcntl knows the descriptor and status-flag commands only.
+TEST_F(Deviations, FcntlPipeSizeIsEinval) {
+  int p[2];
+  ASSERT_EQ(uepoll_pipe(p), 0);
+  EXPECT_EQ(uepoll_fcntl(p[0], F_GETPIPE_SZ), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(uepoll_close(p[0]), 0);
+  EXPECT_EQ(uepoll_close(p[1]), 0);
+}
+
+// D4: AF_UNIX datagram and seqpacket pairs are not implemented.
+TEST_F(Deviations, UnixDatagramAndSeqpacketPairsAreEopnotsupp) {
+  int sv[2];
+  EXPECT_EQ(uepoll_socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), -1);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(uepoll_socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), -1);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+// D5: descriptor numbers start at UEPOLL_FD_BASE.
+TEST_F(Deviations, DescriptorsNumberFromTheBase) {
+  int efd = uepoll_eventfd(0, 0);
+  ASSERT_GE(efd, UEPOLL_FD_BASE);
+  EXPECT_TRUE(uepoll_is_uepoll_fd(efd));
+  EXPECT_FALSE(uepoll_is_uepoll_fd(0));
+  EXPECT_EQ(uepoll_close(efd), 0);
+}
+
+int g_signal_efd = -1;
+void WriteFromHandler(int) {
+  uint64_t one = 1;
+  uepoll_write(g_signal_efd, &one, 8);
+}
+
+bool WaitUntilSleeping(pid_t tid) {
+  std::string path = "/proc/self/task/" + std::to_string(tid) + "/stat";
+  for (int i = 0; i < 10'000'000; ++i) {
+    std::ifstream f(path);
+    std::string s((std::istreambuf_iterator<char>(f)), {});
+    auto p = s.rfind(')');
+    if (p != std::string::npos && p + 2 < s.size() && s[p + 2] == 'S') return true;
+    std::this_thread::yield();
+  }
+  return false;
+}
+
+// D6: a signal handler that makes an event ready while a thread is blocked
+// in a wait: uepoll runs the handler inside its sleep and then finds the
+// event, so the wait returns it; the kernel returns EINTR (its handler runs
+// only after the call has returned).
+TEST_F(Deviations, HandlerThatMakesAnEventReadyEndsTheWaitWithTheEvent) {
+  int ep = uepoll_epoll_create1(0);
+  g_signal_efd = uepoll_eventfd(0, EFD_NONBLOCK);
+  ASSERT_GE(ep, 0);
+  ASSERT_GE(g_signal_efd, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ASSERT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, g_signal_efd, &ev), 0);
+  struct sigaction sa {}, old{};
+  sa.sa_handler = WriteFromHandler;
+  ASSERT_EQ(sigaction(SIGUSR2, &sa, &old), 0);
+  std::atomic<pid_t> tid{0};
+  int got = 0;
+  std::thread waiter([&] {
+    tid = static_cast<pid_t>(syscall(SYS_gettid));
+    epoll_event out[1];
+    got = uepoll_epoll_wait(ep, out, 1, 10000);
+  });
+  while (tid == 0) std::this_thread::yield();
+  ASSERT_TRUE(WaitUntilSleeping(tid));
+  pthread_kill(waiter.native_handle(), SIGUSR2);
+  waiter.join();
+  EXPECT_EQ(got, 1);
+  sigaction(SIGUSR2, &old, nullptr);
+  EXPECT_EQ(uepoll_close(g_signal_efd), 0);
+  EXPECT_EQ(uepoll_close(ep), 0);
+}
+
+// D7: a thread that cannot get a kernel eventfd to sleep on (descriptor
+// table full) still waits, on a futex.
+TEST_F(Deviations, WaitWorksWithoutAKernelDescriptorForTheParker) {
+  int ep = uepoll_epoll_create1(0);
+  ASSERT_GE(ep, 0);
+  int result = -2;
+  std::thread t([&] {
+    // A fresh thread has no parker yet; use up the kernel table first.
+    struct rlimit old {};
+    getrlimit(RLIMIT_NOFILE, &old);
+    std::vector<int> hogs;
+    struct rlimit low = old;
+    low.rlim_cur = 64;
+    setrlimit(RLIMIT_NOFILE, &low);
+    for (;;) {
+      int fd = ::dup(0);
+      if (fd < 0) break;
+      hogs.push_back(fd);
+    }
+    epoll_event out[1];
+    result = uepoll_epoll_wait(ep, out, 1, 20);
+    for (int fd : hogs) ::close(fd);
+    setrlimit(RLIMIT_NOFILE, &old);
+  });
+  t.join();
+  EXPECT_EQ(result, 0);  // timed out normally
+  EXPECT_EQ(uepoll_close(ep), 0);
+}
+
+// D8: no per-user watch limit: ENOSPC is never returned.
+TEST_F(Deviations, ManyRegistrationsNeverHitAWatchLimit) {
+  int ep = uepoll_epoll_create1(0);
+  int efd = uepoll_eventfd(0, 0);
+  ASSERT_GE(ep, 0);
+  ASSERT_GE(efd, 0);
+  std::vector<int> dups;
+  for (int i = 0; i < 20000; ++i) {
+    int d = uepoll_dup(efd);
+    ASSERT_GE(d, 0);
+    dups.push_back(d);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ASSERT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, d, &ev), 0) << i;
+  }
+  for (int d : dups) uepoll_close(d);
+  EXPECT_EQ(uepoll_close(efd), 0);
+  EXPECT_EQ(uepoll_close(ep), 0);
+}
+
+}  // namespace
+}  // namespace uepoll_test
