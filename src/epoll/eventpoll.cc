@@ -40,13 +40,14 @@ int EpItemWake(WaitEntry* wait, uint32_t key) {
   EpItem* epi = UEPOLL_CONTAINER_OF(wait, EpItem, wait);
   Eventpoll* ep = epi->ep;
   uint32_t events = epi->events.load(std::memory_order_relaxed);
+  // A disabled ONESHOT item, or a hint that names nothing we want: no need
+  // for lock_ (a MOD racing with this re-polls after publishing events).
+  if (!(events & ~kEpPrivateBits)) return 0;
+  if (key && !(key & events)) return 0;
   int ewake = 0;
   bool pwake = false;
   {
     MutexLock l(ep->lock_);
-    // A disabled ONESHOT item, or a hint that names nothing we want.
-    if (!(events & ~kEpPrivateBits)) return 0;
-    if (key && !(key & events)) return 0;
     if (ep->ovflist_ != kOvfUnactive) {
       // A scan owns rdllink: chain on the overflow list instead.
       if (epi->ovf_next == kOvfUnactive) {
