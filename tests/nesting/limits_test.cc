@@ -266,19 +266,45 @@ TEST_P(NestingLimits, DiamondIsAllowed) {
 // Wakeup paths of 2 instances from one source: at most 500.
 TEST_P(NestingLimits, AtMost500PathsOfLengthTwo) { CheckPathLimit(2, 500); }
 
-//  e0 - e1 - {f1 .. f101} - s0: at most 100 paths of 3 instances.
+//            e0
+//            |
+//            e1
+//    /   /   |    \    \  (lt)
+//  f1  f2   ...   f100  f101    f101 refused (EINVAL)
+//    \   \   |    /    /  (lt)
+//            s0
+// Wakeup paths of 3 instances from one source: at most 100.
 TEST_P(NestingLimits, AtMost100PathsOfLengthThree) { CheckPathLimit(3, 100); }
 
-//  e0 - e1 - e2 - {f1 .. f51} - s0: at most 50 paths of 4 instances.
+//            e0
+//            |
+//            e1
+//            |
+//            e2
+//    /   /   |    \   \  (lt)
+//  f1  f2   ...   f50  f51    f51 refused (EINVAL)
+//    \   \   |    /   /  (lt)
+//            s0
+// Wakeup paths of 4 instances from one source: at most 50.
 TEST_P(NestingLimits, AtMost50PathsOfLengthFour) { CheckPathLimit(4, 50); }
 
-//  e0 - e1 - e2 - e3 - {f1 .. f11} - s0: at most 10 paths of 5 instances.
+//            e0
+//            |
+//            e1
+//            |
+//            e2
+//            |
+//            e3
+//    /   /   |    \   \  (lt)
+//  f1  f2   ...   f10  f11    f11 refused (EINVAL)
+//    \   \   |    /   /  (lt)
+//            s0
+// Wakeup paths of 5 instances from one source: at most 10.
 TEST_P(NestingLimits, AtMost10PathsOfLengthFive) { CheckPathLimit(5, 10); }
 
-//  A     B
-//   \   /      thread 0: ADD B into A, thread 1: ADD A into B, at once
-//    \ /
-//     x
+//  t0 (ADD B into A)     t1 (ADD A into B), at once
+//   A  ------------->  B
+//   A  <-------------  B
 // The cycle check and the insert are one step: both ADDs can never succeed,
 // and the loser fails ELOOP. The pairs are made up front in batches and the
 // two threads meet per pair on a yielding spin, so rounds stay cheap even on
