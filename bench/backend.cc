@@ -17,14 +17,25 @@ namespace {
 
 int KEventfd(unsigned int v, int f) { return ::eventfd(v, f); }
 
+int UWaitMin(int epfd, struct epoll_event* evs, int max, int timeout_ms,
+             uint64_t min_wait_ns) {
+  struct timespec ts = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  struct uepoll_wait_args args = {};
+  args.timeout = timeout_ms < 0 ? nullptr : &ts;
+  args.min_wait_ns = min_wait_ns;
+  return uepoll_epoll_pwait3(epfd, evs, max, &args);
+}
+
 const Backend kKernel = {"kernel",     "",           true,     ::epoll_create1,
                          ::epoll_ctl,  ::epoll_wait, KEventfd, ::pipe2,
-                         ::socketpair, ::read,       ::write,  ::close};
+                         ::socketpair, ::read,       ::write,  ::close,
+                         nullptr};
 
 const Backend kUepoll = {
     "uepoll",          "uepoll_",         false,          uepoll_epoll_create1,
     uepoll_epoll_ctl,  uepoll_epoll_wait, uepoll_eventfd, uepoll_pipe2,
-    uepoll_socketpair, uepoll_read,       uepoll_write,   uepoll_close};
+    uepoll_socketpair, uepoll_read,       uepoll_write,   uepoll_close,
+    UWaitMin};
 
 }  // namespace
 

@@ -26,6 +26,10 @@ struct Backend {
   ssize_t (*read)(int fd, void* buf, size_t n);
   ssize_t (*write)(int fd, const void* buf, size_t n);
   int (*close)(int fd);
+  // epoll_wait with a minimum wait (timeout_ms -1: forever); nullptr where
+  // the backend has none (the kernel never merged min_wait).
+  int (*wait_min)(int epfd, struct epoll_event* evs, int max, int timeout_ms,
+                  uint64_t min_wait_ns);
 };
 
 const Backend& KernelBackend();

@@ -44,6 +44,8 @@ const Command kCommands[] = {
      "two threads hand a token back and forth: latency"},
     {"scale", CmdScale,
      "N registrations in one instance: memory, ADD rate, wait cost"},
+    {"minwait", CmdMinWait,
+     "fixed-rate producer: plain wait, sleep-then-wait, uepoll min_wait"},
     {"suite", CmdSuite, "a short representative run of all of the above"},
 };
 

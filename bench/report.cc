@@ -196,7 +196,7 @@ void Progress::Finish(const Result& r, double seconds) {
     return;
   }
   if (r.ops_per_sec >= 0)
-    fprintf(stderr, "%s ops/s", Human(r.ops_per_sec).c_str());
+    fprintf(stderr, "%s %s", Human(r.ops_per_sec).c_str(), r.ops_label.c_str());
   for (const Metric& m : r.metrics)
     if (!m.label.empty())
       fprintf(stderr, ", %s %s", m.label.c_str(), Human(m.value).c_str());

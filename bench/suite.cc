@@ -81,6 +81,10 @@ int CmdSuite(int argc, char** argv) {
                      "spin_ns=" + std::to_string(spin),
                      [&] { return MeasurePingpong(*b, spin, base); });
   RunScale(scale, base, progress, report);
+  for (const Backend* b : c.backends)
+    for (const MinWaitParams& m : MinWaitModes(*b, 20000, 200, base))
+      RunMeasurement(progress, report, "minwait", *b, MinWaitLabel(m),
+                     [&] { return MeasureMinWait(*b, m); });
 
   fprintf(stderr, "uepoll-bench: suite took %.1f s\n",
           double(NowNs() - t0) / 1e9);

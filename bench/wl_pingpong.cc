@@ -32,6 +32,7 @@ Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime) {
   r.workload = "pingpong";
   r.backend = b.name;
   r.threads = 2;
+  r.ops_label = "hops/s";
   r.params = {{"spin_ns", double(spin_ns)}};
   FdList fds(b);
   StopFd stop;
@@ -105,7 +106,6 @@ Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime) {
   all.insert(all.end(), side[1].lat.begin(), side[1].lat.end());
   if (all.empty()) return r.error = "no hop completed", r;
   r.ops_per_sec = double(all.size()) / secs;
-  r.ops_label = "hops/s";
   double p50 = double(Percentile(all, 0.50)),
          p99 = double(Percentile(all, 0.99));
   r.metrics = {{"p50_ns", p50, "p50 ns", false},

@@ -59,6 +59,19 @@ ScalePlan PlanScale(const std::vector<const Backend*>& backends,
 void RunScale(const ScalePlan& plan, double runtime, Progress& progress,
               Report& report);
 
+struct MinWaitParams {
+  unsigned long rate;         // events per second
+  unsigned long min_wait_us;  // > 0: uepoll's min_wait (b.wait_min)
+  unsigned long sleep_us;     // > 0: the sleep-then-wait hack
+  double runtime;
+};
+Result MeasureMinWait(const Backend& b, const MinWaitParams& p);
+// plain, sleep-then-wait and (where the backend has it) min_wait, all with
+// `us` microseconds.
+std::vector<MinWaitParams> MinWaitModes(const Backend& b, unsigned long rate,
+                                        unsigned long us, double runtime);
+const char* MinWaitLabel(const MinWaitParams& m);  // "plain", "min_wait", ...
+
 int CmdWait(int argc, char** argv);
 int CmdCtl(int argc, char** argv);
 int CmdNested(int argc, char** argv);
@@ -66,6 +79,7 @@ int CmdChurn(int argc, char** argv);
 int CmdThroughput(int argc, char** argv);
 int CmdPingpong(int argc, char** argv);
 int CmdScale(int argc, char** argv);
+int CmdMinWait(int argc, char** argv);
 int CmdSuite(int argc, char** argv);
 
 // Runs one measurement between two progress lines and files the result.
