@@ -167,7 +167,9 @@ class Eventpoll final : public File {
   Mutex lock_;
   ListNode rdllist_ GUARDED_BY(lock_);
   EpItem* ovflist_ GUARDED_BY(lock_) = kOvfUnactive;
-  ListNode waiters_ GUARDED_BY(lock_);  // threads in Wait(), FIFO, exclusive
+  // Threads in Wait(), exclusive, newest first (the kernel adds epoll
+  // waiters at the head of ep->wq: the most recent, cache-hot one wins).
+  ListNode waiters_ GUARDED_BY(lock_);
   // A lockless "events may be available" (ep_events_available), kept equal
   // to EventsAvailableLocked() at every unlock of lock_.
   std::atomic<bool> avail_{false};

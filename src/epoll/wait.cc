@@ -158,7 +158,7 @@ int Eventpoll::MinWait(epoll_event* events, int maxevents,
     {
       MutexLock l(lock_);
       enough = CountReadyLocked(maxevents) >= maxevents;
-      if (!enough) waiters_.PushBack(&w.node);
+      if (!enough) waiters_.PushFront(&w.node);
     }
     if (enough) break;
     Parker::Result r = w.parker->Park(until, args.sigmask);
@@ -193,7 +193,7 @@ int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
     {
       MutexLock l(lock_);
       eavail = EventsAvailableLocked();
-      if (!eavail) waiters_.PushBack(&w.node);
+      if (!eavail) waiters_.PushFront(&w.node);
     }
     if (eavail) continue;
     Parker::Result r = w.parker->Park(deadline, sigmask);
