@@ -164,6 +164,20 @@ bool FinishCommonOptions(CommonOptions* c) {
   return true;
 }
 
+int ParseCommand(const char* synopsis, int argc, char** argv,
+                 std::vector<Option>* opts, CommonOptions* c) {
+  AddCommonOptions(c, opts);
+  switch (ParseOptions(synopsis, argc, argv, *opts)) {
+    case ParseResult::kHelp:
+      return 0;
+    case ParseResult::kError:
+      return 2;
+    case ParseResult::kOk:
+      break;
+  }
+  return FinishCommonOptions(c) ? -1 : 2;
+}
+
 int BadUsage(const std::string& msg) {
   fprintf(stderr, "uepoll-bench: %s\n", msg.c_str());
   return 2;

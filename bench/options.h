@@ -48,6 +48,12 @@ void AddCommonOptions(CommonOptions* c, std::vector<Option>* opts);
 // false on a bad value.
 bool FinishCommonOptions(CommonOptions* c);
 
+// A subcommand's whole parse: its own options plus the common ones. Returns
+// -1 to go on, or the exit status to return (0 after --help, 2 after a bad
+// option, its message printed).
+int ParseCommand(const char* synopsis, int argc, char** argv,
+                 std::vector<Option>* opts, CommonOptions* c);
+
 // Prints "uepoll-bench: <msg>" to stderr and returns 2, the status for bad
 // options.
 int BadUsage(const std::string& msg);

@@ -15,16 +15,10 @@ int CmdSuite(int argc, char** argv) {
       {0, "svg", Option::kString, &svg,
        "write a chart of nested and churn ops/s by thread count to this file"},
   };
-  AddCommonOptions(&c, &opts);
-  switch (ParseOptions("uepoll-bench suite [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp:
-      return 0;
-    case ParseResult::kError:
-      return 2;
-    case ParseResult::kOk:
-      break;
-  }
-  if (!FinishCommonOptions(&c)) return 2;
+  if (int rc =
+          ParseCommand("uepoll-bench suite [<options>]", argc, argv, &opts, &c);
+      rc >= 0)
+    return rc;
   const double base = c.runtime > 0 ? c.runtime : 0.8;
   const double perf = c.runtime > 0 ? c.runtime : 1;
   const std::vector<unsigned long> threads = {1, 2, 4, 16, 64},

@@ -86,16 +86,10 @@ int CmdChurn(int argc, char** argv) {
       {'t', "threads", Option::kList, &threads,
        "thread counts (default 1,2,4,16,64)"},
   };
-  AddCommonOptions(&c, &opts);
-  switch (ParseOptions("uepoll-bench churn [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp:
-      return 0;
-    case ParseResult::kError:
-      return 2;
-    case ParseResult::kOk:
-      break;
-  }
-  if (!FinishCommonOptions(&c)) return 2;
+  if (int rc =
+          ParseCommand("uepoll-bench churn [<options>]", argc, argv, &opts, &c);
+      rc >= 0)
+    return rc;
   for (unsigned long t : threads)
     if (t > 4096) return BadUsage("-t/--threads: at most 4096");
   double runtime = c.runtime > 0 ? c.runtime : 2;

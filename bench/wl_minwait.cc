@@ -170,16 +170,10 @@ int CmdMinWait(int argc, char** argv) {
       {0, "us", Option::kUint, &us,
        "min_wait and the hack's sleep, microseconds (default 200)"},
   };
-  AddCommonOptions(&c, &opts);
-  switch (ParseOptions("uepoll-bench minwait [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp:
-      return 0;
-    case ParseResult::kError:
-      return 2;
-    case ParseResult::kOk:
-      break;
-  }
-  if (!FinishCommonOptions(&c)) return 2;
+  if (int rc = ParseCommand("uepoll-bench minwait [<options>]", argc, argv,
+                            &opts, &c);
+      rc >= 0)
+    return rc;
   if (rate == 0 || rate > 10000000)
     return BadUsage("--rate: 1..10000000 events/s");
   if (us == 0 || us > 1000000) return BadUsage("--us: 1..1000000");

@@ -130,16 +130,10 @@ int CmdNested(int argc, char** argv) {
       {'f', "sources", Option::kUint, &sources,
        "eventfds in the innermost instance (default 64)"},
   };
-  AddCommonOptions(&c, &opts);
-  switch (ParseOptions("uepoll-bench nested [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp:
-      return 0;
-    case ParseResult::kError:
-      return 2;
-    case ParseResult::kOk:
-      break;
-  }
-  if (!FinishCommonOptions(&c)) return 2;
+  if (int rc = ParseCommand("uepoll-bench nested [<options>]", argc, argv,
+                            &opts, &c);
+      rc >= 0)
+    return rc;
   for (unsigned long d : depths)
     if (d > 5) return BadUsage("-d/--depth: each depth must be 1..5");
   for (unsigned long t : threads)

@@ -121,16 +121,10 @@ int CmdPingpong(int argc, char** argv) {
       {0, "spin-ns", Option::kUint, &spin_ns,
        "poll for up to N ns before each blocking wait (default 0)"},
   };
-  AddCommonOptions(&c, &opts);
-  switch (ParseOptions("uepoll-bench pingpong [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp:
-      return 0;
-    case ParseResult::kError:
-      return 2;
-    case ParseResult::kOk:
-      break;
-  }
-  if (!FinishCommonOptions(&c)) return 2;
+  if (int rc = ParseCommand("uepoll-bench pingpong [<options>]", argc, argv,
+                            &opts, &c);
+      rc >= 0)
+    return rc;
   if (spin_ns > 1000000000ul)
     return BadUsage("--spin-ns: at most 1000000000 (1 s)");
   double runtime = c.runtime > 0 ? c.runtime : 2;

@@ -198,16 +198,10 @@ int CmdScale(int argc, char** argv) {
       {'N', "registrations", Option::kList, &sizes,
        "registration counts (default 10000,100000,1000000)"},
   };
-  AddCommonOptions(&c, &opts);
-  switch (ParseOptions("uepoll-bench scale [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp:
-      return 0;
-    case ParseResult::kError:
-      return 2;
-    case ParseResult::kOk:
-      break;
-  }
-  if (!FinishCommonOptions(&c)) return 2;
+  if (int rc =
+          ParseCommand("uepoll-bench scale [<options>]", argc, argv, &opts, &c);
+      rc >= 0)
+    return rc;
   for (unsigned long n : sizes)
     if (n > 100000000ul)
       return BadUsage("-N/--registrations: at most 100000000");

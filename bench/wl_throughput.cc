@@ -69,17 +69,10 @@ int CmdThroughput(int argc, char** argv) {
       {'k', "maxevents", Option::kList, &maxevents,
        "maxevents (= ready sources) per wait (default 1,64)"},
   };
-  AddCommonOptions(&c, &opts);
-  switch (
-      ParseOptions("uepoll-bench throughput [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp:
-      return 0;
-    case ParseResult::kError:
-      return 2;
-    case ParseResult::kOk:
-      break;
-  }
-  if (!FinishCommonOptions(&c)) return 2;
+  if (int rc = ParseCommand("uepoll-bench throughput [<options>]", argc, argv,
+                            &opts, &c);
+      rc >= 0)
+    return rc;
   for (unsigned long k : maxevents)
     if (k > 65536) return BadUsage("-k/--maxevents: at most 65536");
   double runtime = c.runtime > 0 ? c.runtime : 2;

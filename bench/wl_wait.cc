@@ -286,16 +286,10 @@ int CmdWait(int argc, char** argv) {
       {0, "no-sleep", Option::kFlag, &p.no_sleep,
        "Drop the writer's 500 ns nanosleep between passes"},
   };
-  AddCommonOptions(&c, &opts);
-  switch (ParseOptions("uepoll-bench wait [<options>]", argc, argv, opts)) {
-    case ParseResult::kHelp:
-      return 0;
-    case ParseResult::kError:
-      return 2;
-    case ParseResult::kOk:
-      break;
-  }
-  if (!FinishCommonOptions(&c)) return 2;
+  if (int rc =
+          ParseCommand("uepoll-bench wait [<options>]", argc, argv, &opts, &c);
+      rc >= 0)
+    return rc;
   if (p.nfds == 0) return BadUsage("-f/--nfds must be at least 1");
   if (p.threads > 4096) return BadUsage("-t/--threads: at most 4096");
   if (c.runtime > 0) p.runtime = c.runtime;
