@@ -1,0 +1,206 @@
+// The differential fuzzer's operation language and its interpreter.
+//
+// An Op is one call (create a source or an instance, epoll_ctl, a zero-timeout
+// wait, poll, read, write, shutdown, dup/dup2/dup3, fcntl, close). Ops name
+// descriptors through handles, not numbers: handle i is the i-th descriptor
+// a creating op returned in this sequence (closed or not). The interpreter
+// runs each op on the kernel and on uepoll and compares the return value,
+// errno (also on success: it must be left untouched) and every output
+// (reported events in order, revents, bytes read, descriptor numbers).
+//
+// Descriptor numbers are made to line up: before a sequence runs, every free
+// kernel descriptor below a base K0 is filled with /dev/null and
+// RLIMIT_NOFILE is lowered to K0 + kFdSpan, while uepoll's limit becomes
+// kFdSpan. Both allocate lowest-first, so a handle's kernel number minus K0
+// equals its uepoll number minus UEPOLL_FD_BASE ("offset"), and EMFILE, dup2
+// past the limit and reuse of closed numbers happen on both at the same op.
+//
+// Everything is non-blocking: the interpreter forces O_NONBLOCK on every
+// source it creates (and keeps it through F_SETFL), and waits and polls use
+// timeout 0. Writes to sockets are kept short and are skipped (on both sides)
+// once the kernel's send queue holds more than kSocketQueueCap bytes: uepoll
+// accounts socket capacity by payload, the kernel by skb truesize
+// (docs/semantics.md), so a full socket is not comparable.
+#ifndef UEPOLL_TESTS_DIFFFUZZ_INTERP_H_
+#define UEPOLL_TESTS_DIFFFUZZ_INTERP_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace difffuzz {
+
+enum class K : uint8_t {
+  kEventfd,      // a = initval, b = flags
+  kPipe2,        // b = flags
+  kSocketpair,   // a = domain, b = type, c = protocol
+  kEpollCreate,  // a = size
+  kEpollCreate1, // b = flags
+  kCtl,          // h0 = epfd, h1 = fd, a = op, b = events, c = data;
+                 // h2 != 0: NULL event pointer
+  kWait,         // h0 = epfd, a = maxevents; b = 0: epoll_wait, 1: pwait2
+                 // {0,0}, 2: pwait2 with an invalid timespec
+  kPoll,         // h0..h3 = fds (b = nfds), a = 4 x 16-bit event masks
+  kPollAll,      // poll every handle with IN|OUT|PRI|RDHUP: a state probe
+  kRead,         // h0 = fd, a = count
+  kWrite,        // h0 = fd, a = count, c = eventfd value / pattern seed
+  kShutdown,     // h0 = fd, a = how
+  kDup,          // h0 = fd
+  kDup2,         // h0 = old, h1 = new
+  kDup3,         // h0 = old, h1 = new, b = flags
+  kFcntl,        // h0 = fd, a = cmd, b = arg
+  kClose,        // h0 = fd
+  kCount
+};
+
+// Handle references: h >= 0 names handle h (a handle past the end of the
+// table names a number beyond the descriptor limit); kNegFd is -1;
+// h <= kRawBase names the raw offset kRawBase - h (open or not).
+constexpr int32_t kNegFd = -1;
+constexpr int32_t kRawBase = -2;
+
+struct Op {
+  K k;
+  int32_t h[4];
+  int64_t a;
+  int64_t b;
+  uint64_t c;
+};
+
+// One side's observable result of an op.
+struct Outcome {
+  long ret = 0;
+  int err = 0;
+  std::vector<uint64_t> out;  // events+data pairs, revents, data hash...
+  bool operator==(const Outcome& o) const {
+    return ret == o.ret && err == o.err && out == o.out;
+  }
+};
+
+struct Mismatch {
+  size_t index;       // op index in the sequence; == size: the teardown
+  Op op;
+  Outcome kernel;
+  Outcome uepoll;
+  std::string what;   // which check failed
+};
+
+// The descriptor span: offsets [0, kFdSpan) are usable on both backends.
+constexpr int kFdSpan = 64;
+constexpr long kSocketQueueCap = 4096;
+constexpr int kMaxWrite = 70000;
+
+// A source of choices: an RNG for the command-line fuzzer, the input bytes
+// for libFuzzer.
+class Chooser {
+ public:
+  virtual ~Chooser() = default;
+  virtual uint64_t Next() = 0;
+  uint32_t Below(uint32_t n) { return n ? static_cast<uint32_t>(Next() % n) : 0; }
+  bool OneIn(uint32_t n) { return Below(n) == 0; }
+};
+
+class SplitMix : public Chooser {
+ public:
+  explicit SplitMix(uint64_t seed) : s_(seed) {}
+  uint64_t Next() override {
+    uint64_t z = (s_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  uint64_t s_;
+};
+
+class ByteChooser : public Chooser {
+ public:
+  ByteChooser(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  uint64_t Next() override {
+    uint64_t v = 0;
+    for (int i = 0; i < 4 && pos_ < n_; ++i) v = (v << 8) | p_[pos_++];
+    return v;
+  }
+  bool Done() const { return pos_ >= n_; }
+
+ private:
+  const uint8_t* p_;
+  size_t n_;
+  size_t pos_ = 0;
+};
+
+// Runs sequences on both backends. One Session per sequence: the
+// constructor lines the descriptor numbers up, the destructor closes
+// everything and restores the limits.
+class Session {
+ public:
+  Session();
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  bool ok() const { return ok_; }
+  const std::string& setup_error() const { return setup_error_; }
+
+  // A random op suited to the current table (biased towards meaningful
+  // calls; invalid ones included).
+  Op Generate(Chooser& ch) const;
+  // Runs op on both backends; false and *m filled on a difference.
+  bool Run(const Op& op, size_t index, Mismatch* m);
+  // Closes every descriptor in the span on both sides, comparing results,
+  // and checks that uepoll freed everything it held when the session began.
+  bool Teardown(size_t index, Mismatch* m);
+
+  size_t handles() const { return table_.size(); }
+
+ private:
+  struct Handle {
+    int off;
+    K kind;    // kind of the creating op (kDup: copied)
+    int side;  // pipe/socketpair: 0 or 1
+  };
+  struct Fds {
+    int k, u;
+  };
+  Fds Resolve(int32_t h) const;
+  int32_t PickHandle(Chooser& ch, int want) const;
+  void Push(long off, K kind, int side);
+  Outcome Exec(bool kernel, const Op& op, Fds f[4]);
+
+  std::vector<Handle> table_;
+  // cur_[off]: the handle last created at offset off while it is open, or
+  // -1 (a hint for the generator: it prefers open descriptors).
+  std::vector<int> cur_;
+  bool torn_down_ = false;
+  int k0_ = -1;
+  long old_kernel_limit_ = -1;
+  long old_uepoll_limit_ = -1;
+  std::vector<int> fillers_;
+  long live_files_ = 0, live_items_ = 0, live_descriptors_ = 0,
+       live_instances_ = 0;
+  bool ok_ = false;
+  std::string setup_error_;
+  void* old_sigpipe_ = nullptr;
+};
+
+// Runs ops in a fresh session. Returns true if nothing differed (including
+// the teardown); otherwise fills *m with the first difference.
+bool RunSequence(const std::vector<Op>& ops, Mismatch* m);
+
+// Shrinks a failing sequence: cuts it after the failing op, then deletes
+// ops one at a time while a mismatch at an op of the same kind persists.
+std::vector<Op> Shrink(std::vector<Op> ops, const Mismatch& first);
+
+// Per op kind: how often it ran and how it ended (0: success, else errno),
+// over every Session::Run in this process; for --stats.
+std::string CoverageSummary();
+
+std::string Describe(const Op& op);   // readable: "epoll_ctl(h3, ADD, h1, ...)"
+std::string ToCode(const Op& op);     // a C++ initializer for regressions
+std::string Describe(const Outcome& o, const Op& op);
+std::string Report(const std::vector<Op>& ops, const Mismatch& m);
+
+}  // namespace difffuzz
+
+#endif  // UEPOLL_TESTS_DIFFFUZZ_INTERP_H_
