@@ -7,7 +7,8 @@
 #       that the tree holds the headers, both libraries, the CMake package
 #       and uepoll.pc.
 #   consumer_test.sh find_package PREFIX WORK_DIR
-#       configure project/ with -DCMAKE_PREFIX_PATH=PREFIX, build it, run it.
+#       configure project/ with -DCMAKE_PREFIX_PATH=PREFIX, build it, run its
+#       programs (C99 against both libraries, C++20 against the shared one).
 #   consumer_test.sh exports LIBUEPOLL_SO
 #       check that the shared library exports exactly the public API: every
 #       function the C headers declare, and only uepoll_* / namespace uepoll
@@ -104,8 +105,10 @@ do_find_package() {
   grep -q "^uepoll_DIR:PATH=$prefix/" "$work/CMakeCache.txt" ||
     fail "find_package(uepoll) did not pick $prefix"
   quiet "$CMAKE" --build "$work"
-  echo "built consumer_shared and consumer_static with find_package(uepoll)"
-  run_programs "$work/consumer_shared" "$work/consumer_static"
+  echo "built consumer_shared, consumer_static and consumer_cxx with" \
+       "find_package(uepoll)"
+  run_programs "$work/consumer_shared" "$work/consumer_static" \
+               "$work/consumer_cxx"
 }
 
 do_pkg_config() {
