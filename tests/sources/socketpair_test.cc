@@ -309,6 +309,7 @@ TEST_P(SocketPairSource, block__read_is_woken_by_a_write) {
   Waiter w([&](epoll_event*) {
     return static_cast<int>(B().read(sv[1], buf, sizeof buf));
   });
+  Rescue rescue(w, [&] { WriteBytes(sv[0], 1); });
   ASSERT_TRUE(w.Parked());
   ASSERT_EQ(WriteString(sv[0], "yo"), 2);
   ASSERT_TRUE(w.WaitDone());
@@ -325,6 +326,7 @@ TEST_P(SocketPairSource, block__read_is_woken_by_peer_shut_wr_and_close) {
     Waiter w([&](epoll_event*) {
       return static_cast<int>(B().read(sv[1], &c, 1));
     });
+    Rescue rescue(w, [&] { B().shutdown(sv[1], SHUT_RD); });
     ASSERT_TRUE(w.Parked());
     if (close_peer) {
       ASSERT_EQ(Close(sv[0]), 0);
@@ -343,6 +345,7 @@ TEST_P(SocketPairSource, block__write_waits_until_writable) {
   Waiter w([&](epoll_event*) {
     return static_cast<int>(WriteBytes(sv[0], 100));
   });
+  Rescue rescue(w, [&] { ReadBytes(sv[1], 1 << 20); });
   ASSERT_TRUE(w.Parked());
   ASSERT_EQ(ReadBytes(sv[1], 4096), 4096);
   ASSERT_TRUE(w.Parked()) << "woken only once writable (a quarter)";
@@ -357,6 +360,7 @@ TEST_P(SocketPairSource, block__signal_without_sa_restart_fails_read_eintr) {
   SocketPair(sv);
   char c;
   Waiter w([&](epoll_event*) { return static_cast<int>(B().read(sv[0], &c, 1)); });
+  Rescue rescue(w, [&] { B().shutdown(sv[0], SHUT_RD); });
   ASSERT_TRUE(w.Parked());
   pthread_kill(w.handle(), SIGUSR1);
   ASSERT_TRUE(w.WaitDone());
@@ -365,11 +369,13 @@ TEST_P(SocketPairSource, block__signal_without_sa_restart_fails_read_eintr) {
 }
 
 TEST_P(SocketPairSource, block__signal_with_sa_restart_restarts_read) {
+  if (kTsan) GTEST_SKIP() << "TSan defers the handler of a restarted read";
   ScopedSigusr1 handler(/*restart=*/true);
   int sv[2];
   SocketPair(sv);
   char c = 0;
   Waiter w([&](epoll_event*) { return static_cast<int>(B().read(sv[0], &c, 1)); });
+  Rescue rescue(w, [&] { B().shutdown(sv[0], SHUT_RD); });
   ASSERT_TRUE(w.Parked());
   pthread_kill(w.handle(), SIGUSR1);
   ASSERT_TRUE(Eventually([] { return g_signals.load() == 1; }));
@@ -387,6 +393,7 @@ TEST_P(SocketPairSource, block__signal_after_partial_write_returns_the_count) {
   Waiter w([&](epoll_event*) {
     return static_cast<int>(WriteBytes(sv[0], 1 << 20));
   });
+  Rescue rescue(w, [&] { ReadBytes(sv[1], 1 << 20); });
   ASSERT_TRUE(w.Parked());
   pthread_kill(w.handle(), SIGUSR1);
   ASSERT_TRUE(w.WaitDone());
@@ -408,6 +415,7 @@ TEST_P(SocketPairSource, block__large_write_streams_through_a_reader_thread) {
       in.insert(in.end(), buf, buf + n);
     }
   });
+  Rescue rescue(reader, [&] { B().shutdown(sv[1], SHUT_RD); });
   EXPECT_EQ(B().write(sv[0], out.data(), kSize), static_cast<ssize_t>(kSize));
   ASSERT_EQ(B().shutdown(sv[0], SHUT_WR), 0);
   ASSERT_TRUE(reader.WaitDone());

@@ -6,14 +6,53 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <string>
+#include <thread>
 
 #include "conformance/helpers.h"
 #include "threads/waiter.h"
 
 namespace uepoll_test {
 
+// TSan runs a signal handler only when the thread leaves the intercepted
+// call, and the kernel restarts a read() under SA_RESTART without leaving
+// it: a test that waits for the handler of a restarted read cannot run.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kTsan = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool kTsan = true;
+#else
+inline constexpr bool kTsan = false;
+#endif
+#else
+inline constexpr bool kTsan = false;
+#endif
+
 inline std::atomic<int> g_signals{0};
+
+// Declared after a Waiter: if a failed assertion leaves the waiter blocked,
+// calls unblock() (bounded) so that the test fails instead of hanging in
+// the Waiter's join. Does nothing when the waiter finished.
+class Rescue {
+ public:
+  Rescue(const Waiter& w, std::function<void()> unblock)
+      : w_(w), unblock_(std::move(unblock)) {}
+  ~Rescue() {
+    for (int i = 0; i < 1000 && !w_.Done(); ++i) {
+      unblock_();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  Rescue(const Rescue&) = delete;
+  Rescue& operator=(const Rescue&) = delete;
+
+ private:
+  const Waiter& w_;
+  std::function<void()> unblock_;
+};
 
 // Installs a counting SIGUSR1 handler, with or without SA_RESTART, for the
 // scope; the previous disposition comes back at the end.
