@@ -73,6 +73,29 @@ long RaiseFdLimit(const Backend& b, long want) {
   return target;
 }
 
+bool HangEmptyChain(const Backend& b, FdList& fds, int epfd,
+                    unsigned long levels, std::string* err) {
+  std::vector<int> chain;
+  for (unsigned long i = 0; i < levels; ++i) {
+    chain.push_back(fds.Add(b.epoll_create1(0)));
+    if (chain.back() < 0) {
+      *err = CallError(b, "epoll_create1");
+      return false;
+    }
+  }
+  struct epoll_event ev = {};
+  ev.events = EPOLLHUP;  // anything: the chain never reports
+  ev.data.u64 = levels;
+  for (unsigned long i = levels; i > 0; --i) {
+    int parent = i == 1 ? epfd : chain[i - 2];
+    if (b.epoll_ctl(parent, EPOLL_CTL_ADD, chain[i - 1], &ev) < 0) {
+      *err = CallError(b, "epoll_ctl(ADD nested)");
+      return false;
+    }
+  }
+  return true;
+}
+
 bool StopFd::Create(const Backend& b, FdList& fds, std::string* err) {
   fd = fds.Add(b.eventfd(0, EFD_NONBLOCK));
   if (fd < 0) *err = CallError(b, "eventfd");

@@ -66,6 +66,12 @@ class FdList {
   std::vector<int> fds_;
 };
 
+// perf's -N: a chain of `levels` empty instances hung under epfd. Nothing in
+// it ever becomes ready; it only makes epfd a participant in nesting (the
+// checks and locking a nested instance pays for).
+bool HangEmptyChain(const Backend& b, FdList& fds, int epfd,
+                    unsigned long levels, std::string* err);
+
 // Tags in epoll_event.data.u64 that are not descriptors.
 inline constexpr uint64_t kStopTag = ~uint64_t{0};
 inline constexpr uint64_t kInstanceTag = uint64_t{1} << 62;

@@ -99,22 +99,8 @@ Result MeasureCtl(const Backend& b, const CtlParams& in) {
     printf("# Running 'epoll/ctl' benchmark (%s backend):\n", b.name);
   int epfd = fds.Add(b.epoll_create1(0));
   if (epfd < 0) return r.error = CallError(b, "epoll_create1"), r;
-  if (p.nested) {
-    if (p.verbose) printf("Nesting level(s): %lu\n", p.nested);
-    std::vector<int> chain;
-    for (unsigned long i = 0; i < p.nested; ++i) {
-      chain.push_back(fds.Add(b.epoll_create1(0)));
-      if (chain.back() < 0) return r.error = CallError(b, "epoll_create1"), r;
-    }
-    struct epoll_event ev = {};
-    ev.events = EPOLLHUP;
-    ev.data.u64 = p.nested;
-    for (unsigned long i = p.nested - 1; i > 0; --i)
-      if (b.epoll_ctl(chain[i - 1], EPOLL_CTL_ADD, chain[i], &ev) < 0)
-        return r.error = CallError(b, "epoll_ctl(nest)"), r;
-    if (b.epoll_ctl(epfd, EPOLL_CTL_ADD, chain[0], &ev) < 0)
-      return r.error = CallError(b, "epoll_ctl(nest)"), r;
-  }
+  if (p.nested && p.verbose) printf("Nesting level(s): %lu\n", p.nested);
+  if (p.nested && !HangEmptyChain(b, fds, epfd, p.nested, &r.error)) return r;
   std::vector<Worker> workers(p.threads);
   for (unsigned long i = 0; i < p.threads; ++i) {
     Worker& w = workers[i];

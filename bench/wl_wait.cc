@@ -33,34 +33,6 @@ struct Worker {
   unsigned long ops = 0;
 };
 
-// perf hangs a chain of empty instances under the main one: nothing ever
-// becomes ready in it, it only makes the instance a nesting participant.
-bool NestUnder(const Backend& b, FdList& fds, int epfd, unsigned long nested,
-               std::string* err) {
-  std::vector<int> chain;
-  for (unsigned long i = 0; i < nested; ++i) {
-    chain.push_back(fds.Add(b.epoll_create1(0)));
-    if (chain.back() < 0) {
-      *err = CallError(b, "epoll_create1");
-      return false;
-    }
-  }
-  struct epoll_event ev = {};
-  ev.events = EPOLLHUP;
-  ev.data.u64 = nested;
-  for (unsigned long i = nested - 1; i > 0; --i) {
-    if (b.epoll_ctl(chain[i - 1], EPOLL_CTL_ADD, chain[i], &ev) < 0) {
-      *err = CallError(b, "epoll_ctl(nest)");
-      return false;
-    }
-  }
-  if (b.epoll_ctl(epfd, EPOLL_CTL_ADD, chain[0], &ev) < 0) {
-    *err = CallError(b, "epoll_ctl(nest)");
-    return false;
-  }
-  return true;
-}
-
 void WorkerLoop(const Backend& b, const WaitParams& p, Worker& w,
                 const std::atomic<bool>& done, Gate& gate, Failure& failure) {
   if (!p.noaffinity) PinToCpu(static_cast<unsigned>(w.tid));
@@ -176,7 +148,8 @@ Result MeasureWait(const Backend& b, const WaitParams& in) {
   if (!p.multiq) {
     main_ep = fds.Add(b.epoll_create1(0));
     if (main_ep < 0) return r.error = CallError(b, "epoll_create1"), r;
-    if (p.nested && !NestUnder(b, fds, main_ep, p.nested, &r.error)) return r;
+    if (p.nested && !HangEmptyChain(b, fds, main_ep, p.nested, &r.error))
+      return r;
     if (!stop.AddTo(b, main_ep, &r.error)) return r;
   }
   if (p.verbose) {
@@ -190,7 +163,8 @@ Result MeasureWait(const Backend& b, const WaitParams& in) {
     if (p.multiq) {
       w.epfd = fds.Add(b.epoll_create1(0));
       if (w.epfd < 0) return r.error = CallError(b, "epoll_create1"), r;
-      if (p.nested && !NestUnder(b, fds, w.epfd, p.nested, &r.error)) return r;
+      if (p.nested && !HangEmptyChain(b, fds, w.epfd, p.nested, &r.error))
+        return r;
       if (!stop.AddTo(b, w.epfd, &r.error)) return r;
     }
     for (unsigned long j = 0; j < p.nfds; ++j) {
