@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 
+#include <sched.h>
+
 #include <new>
 
 #include "base/mutex.h"
@@ -31,24 +33,19 @@ FdTable::Chunk* FdTable::GetChunk(long idx, bool create) {
   return fresh;
 }
 
-std::atomic<uintptr_t>* FdTable::Slot(long idx, bool create) {
+std::atomic<uint64_t>* FdTable::Slot(long idx, bool create) {
   Chunk* c = GetChunk(idx, create);
   return c ? &c->slots[idx & (kChunkSize - 1)] : nullptr;
 }
 
-uintptr_t FdTable::LockSlot(std::atomic<uintptr_t>* s) {
-  uintptr_t w = s->load(std::memory_order_relaxed);
-  for (;;) {
-    if ((w & ~kFlagMask) == 0) return 0;
-    if (w & kLockBit) {
+void FdTable::WaitForLookups(std::atomic<uint64_t>* s) {
+  // Acquire pairs with the release decrement in Lookup: once the count is
+  // seen at zero, every lookup that saw the old file holds its reference.
+  for (int spins = 0; s->load(std::memory_order_acquire) & kCountMask; ++spins) {
+    if (spins < 64) {
       CpuRelax();
-      w = s->load(std::memory_order_relaxed);
-      continue;
-    }
-    // Acquire pairs with the release store that installed or unlocked.
-    if (s->compare_exchange_weak(w, w | kLockBit, std::memory_order_acquire,
-                                 std::memory_order_relaxed)) {
-      return w;
+    } else {
+      sched_yield();  // a lookup was preempted inside its window
     }
   }
 }
@@ -57,13 +54,14 @@ FileRef FdTable::Lookup(int fd) {
   if (fd < kBase) return {};
   long idx = long{fd} - kBase;
   if (idx >= kCapacity) return {};
-  std::atomic<uintptr_t>* s = Slot(idx, false);
+  std::atomic<uint64_t>* s = Slot(idx, false);
   if (!s) return {};
-  uintptr_t w = LockSlot(s);
-  if (!w) return {};
-  File* f = reinterpret_cast<File*>(w & ~kFlagMask);
-  f->Ref();
-  s->store(w, std::memory_order_release);  // unlock
+  // Acquire pairs with the release RMW that installed the file.
+  uint64_t w = s->fetch_add(kCountOne, std::memory_order_acquire);
+  File* f = FileOf(w);
+  if (f) f->Ref();
+  // Release: our reference is taken before a closer sees the count drop.
+  s->fetch_sub(kCountOne, std::memory_order_release);
   return FileRef(f);
 }
 
@@ -120,10 +118,9 @@ int FdTable::Install(File* f, bool cloexec, int minfd) {
   long idx = Reserve(min_idx);
   if (idx == -2) return -ENOMEM;
   if (idx < 0) return -EMFILE;
-  std::atomic<uintptr_t>* s = Slot(idx, false);
-  // Release publishes the file's construction to lookups.
-  s->store(reinterpret_cast<uintptr_t>(f) | (cloexec ? kCloexecBit : 0),
-           std::memory_order_release);
+  // Release publishes the file's construction to lookups. An OR keeps the
+  // count of lookups that are probing the empty slot right now.
+  Slot(idx, false)->fetch_or(Word(f, cloexec), std::memory_order_release);
   Live::Inc(Live::descriptors);
   return static_cast<int>(idx + kBase);
 }
@@ -137,9 +134,8 @@ int FdTable::Install2(File* a, File* b, bool cloexec, int fds[2]) {
     Unreserve(i0);
     return i1 == -2 ? -ENOMEM : -EMFILE;
   }
-  uintptr_t fl = cloexec ? kCloexecBit : 0;
-  Slot(i0, false)->store(reinterpret_cast<uintptr_t>(a) | fl, std::memory_order_release);
-  Slot(i1, false)->store(reinterpret_cast<uintptr_t>(b) | fl, std::memory_order_release);
+  Slot(i0, false)->fetch_or(Word(a, cloexec), std::memory_order_release);
+  Slot(i1, false)->fetch_or(Word(b, cloexec), std::memory_order_release);
   Live::Inc(Live::descriptors);
   Live::Inc(Live::descriptors);
   fds[0] = static_cast<int>(i0 + kBase);
@@ -150,15 +146,15 @@ int FdTable::Install2(File* a, File* b, bool cloexec, int fds[2]) {
 int FdTable::Close(int fd) {
   if (fd < kBase || long{fd} - kBase >= kCapacity) return -EBADF;
   long idx = long{fd} - kBase;
-  std::atomic<uintptr_t>* s = Slot(idx, false);
+  std::atomic<uint64_t>* s = Slot(idx, false);
   if (!s) return -EBADF;
-  uintptr_t w = LockSlot(s);
-  if (!w) return -EBADF;
-  s->store(0, std::memory_order_release);
-  Unreserve(idx);
+  uint64_t w = s->fetch_and(kCountMask, std::memory_order_acq_rel);
+  File* f = FileOf(w);
+  if (!f) return -EBADF;
+  WaitForLookups(s);
+  Unreserve(idx);  // only now may the number be reused
   Live::Dec(Live::descriptors);
-  // The slot's reference goes last, outside any lock.
-  reinterpret_cast<File*>(w & ~kFlagMask)->Unref();
+  f->Unref();  // the slot's reference
   return 0;
 }
 
@@ -185,41 +181,48 @@ int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
   Chunk* c = GetChunk(idx, true);
   if (!c) return -ENOMEM;
   long i = idx & (kChunkSize - 1);
-  uintptr_t fl = (flags & O_CLOEXEC) ? kCloexecBit : 0;
+  bool cloexec = flags & O_CLOEXEC;
   uint64_t bit = uint64_t{1} << (i & 63);
-  std::atomic<uintptr_t>* s = &c->slots[i];
+  std::atomic<uint64_t>* s = &c->slots[i];
   uint64_t prev = c->bitmap[i >> 6].fetch_or(bit, std::memory_order_acq_rel);
   if (!(prev & bit)) {
-    s->store(reinterpret_cast<uintptr_t>(f.release()) | fl,
-             std::memory_order_release);
+    s->fetch_or(Word(f.release(), cloexec), std::memory_order_release);
     Live::Inc(Live::descriptors);
     return newfd;
   }
-  uintptr_t w = LockSlot(s);
-  if (!w) return -EBUSY;  // allocated by another thread, not yet installed
-  s->store(reinterpret_cast<uintptr_t>(f.release()) | fl,
-           std::memory_order_release);
-  reinterpret_cast<File*>(w & ~kFlagMask)->Unref();
+  uint64_t w = s->load(std::memory_order_relaxed);
+  do {
+    // Allocated by another thread and not yet installed (or being closed).
+    if (!FileOf(w)) return -EBUSY;
+  } while (!s->compare_exchange_weak(w, (w & kCountMask) | Word(f.get(), cloexec),
+                                     std::memory_order_acq_rel,
+                                     std::memory_order_relaxed));
+  f.release();  // the slot's reference now
+  WaitForLookups(s);
+  FileOf(w)->Unref();
   return newfd;
 }
 
 int FdTable::GetFdFlags(int fd) {
   if (fd < kBase || long{fd} - kBase >= kCapacity) return -EBADF;
-  std::atomic<uintptr_t>* s = Slot(long{fd} - kBase, false);
+  std::atomic<uint64_t>* s = Slot(long{fd} - kBase, false);
   if (!s) return -EBADF;
-  uintptr_t w = s->load(std::memory_order_acquire);
-  if ((w & ~kFlagMask) == 0) return -EBADF;
+  uint64_t w = s->load(std::memory_order_acquire);
+  if (!FileOf(w)) return -EBADF;
   return (w & kCloexecBit) ? FD_CLOEXEC : 0;
 }
 
 int FdTable::SetFdFlags(int fd, long arg) {
   if (fd < kBase || long{fd} - kBase >= kCapacity) return -EBADF;
-  std::atomic<uintptr_t>* s = Slot(long{fd} - kBase, false);
+  std::atomic<uint64_t>* s = Slot(long{fd} - kBase, false);
   if (!s) return -EBADF;
-  uintptr_t w = LockSlot(s);
-  if (!w) return -EBADF;
-  w = (arg & FD_CLOEXEC) ? (w | kCloexecBit) : (w & ~kCloexecBit);
-  s->store(w, std::memory_order_release);
+  uint64_t w = s->load(std::memory_order_relaxed);
+  uint64_t want;
+  do {
+    if (!FileOf(w)) return -EBADF;
+    want = (arg & FD_CLOEXEC) ? (w | kCloexecBit) : (w & ~kCloexecBit);
+  } while (!s->compare_exchange_weak(w, want, std::memory_order_acq_rel,
+                                     std::memory_order_relaxed));
   return 0;
 }
 

@@ -5,15 +5,17 @@
 // reference acquisition (docs/design.md, "Descriptor lookup"):
 //  - Slots live in chunks of kChunkSize that are allocated on first use and
 //    never freed, so a slot's memory is always valid to touch.
-//  - A slot word holds File* | flag bits. Bit 0 is a per-slot lock, taken
-//    for a few instructions by lookup (to take a reference on the file the
-//    slot holds) and by close/dup2 (to swap the file out). A file referenced
-//    by a slot holds that slot's reference, so while the slot lock is held
-//    and the slot still names the file, the file is alive: Ref() is safe.
-//    This is the user-space stand-in for the kernel's RCU + get_file_rcu().
-//  - The per-slot lock is never held across anything but those few
-//    instructions; contention on it is contention on the same descriptor,
-//    which the file's own refcount would see anyway.
+//  - A slot word holds File* (bits 0-47), a count of lookups in flight on
+//    the slot (bits 48-62) and FD_CLOEXEC (bit 63). Lookup adds one to the
+//    count, takes a reference on the file the word names, and subtracts
+//    one: two wait-free RMWs, no lock, no spinning. A closer (close, dup2
+//    replacing a file) clears the pointer and then waits until the count
+//    drops to zero before it drops the slot's reference: any lookup that
+//    saw the old pointer has taken its own reference by then. This is the
+//    user-space stand-in for the kernel's RCU + get_file_rcu(): the grace
+//    period is the few instructions between the two RMWs of a lookup.
+//  - Only closers ever wait, and only for lookups already in flight; a
+//    closer that finds a lookup preempted inside that window yields.
 //  - Allocation (lowest free number >= a minimum) uses a bitmap per chunk
 //    with CAS; a reserved bit with an empty slot is "allocated, not yet
 //    installed", where dup2 onto it fails EBUSY as in the kernel.
@@ -63,21 +65,28 @@ class FdTable {
   long SetLimit(long limit);
 
  private:
-  static constexpr uintptr_t kLockBit = 1;
-  static constexpr uintptr_t kCloexecBit = 2;
-  static constexpr uintptr_t kFlagMask = 3;
+  static constexpr uint64_t kPtrMask = (uint64_t{1} << 48) - 1;
+  static constexpr uint64_t kCountOne = uint64_t{1} << 48;
+  static constexpr uint64_t kCountMask = ((uint64_t{1} << 15) - 1) << 48;
+  static constexpr uint64_t kCloexecBit = uint64_t{1} << 63;
 
   struct Chunk {
-    std::atomic<uintptr_t> slots[kChunkSize];
+    std::atomic<uint64_t> slots[kChunkSize];
     std::atomic<uint64_t> bitmap[kChunkSize / 64];
   };
 
   FdTable() = default;
   Chunk* GetChunk(long idx, bool create);
-  std::atomic<uintptr_t>* Slot(long idx, bool create);
-  // Locks the slot if it holds a file; returns the word (without lock bit)
-  // or 0 if empty (then not locked).
-  static uintptr_t LockSlot(std::atomic<uintptr_t>* s);
+  std::atomic<uint64_t>* Slot(long idx, bool create);
+  // Waits until no lookup is in flight on the slot (after a closer removed
+  // the file it had).
+  static void WaitForLookups(std::atomic<uint64_t>* s);
+  static uint64_t Word(File* f, bool cloexec) {
+    return reinterpret_cast<uintptr_t>(f) | (cloexec ? kCloexecBit : 0);
+  }
+  static File* FileOf(uint64_t w) {
+    return reinterpret_cast<File*>(static_cast<uintptr_t>(w & kPtrMask));
+  }
   long Reserve(long min_idx);  // -1 when full
   void Unreserve(long idx);
 
