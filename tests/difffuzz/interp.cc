@@ -130,10 +130,12 @@ Session::Session() {
 
 Session::~Session() {
   if (!torn_down_) {
+    // Kernel side first: sanitizer runtimes (UBSan's vptr check) need free
+    // kernel descriptors for themselves while uepoll calls run.
     for (int off = 0; off < kFdSpan; ++off) {
       if (k0_ >= 0) ::close(k0_ + off);
-      uepoll_close(UEPOLL_FD_BASE + off);
     }
+    for (int off = 0; off < kFdSpan; ++off) uepoll_close(UEPOLL_FD_BASE + off);
   }
   if (old_uepoll_limit_ > 0) uepoll_debug_set_fd_limit(old_uepoll_limit_);
   if (old_kernel_limit_ > 0) {
@@ -231,7 +233,7 @@ Outcome Session::Exec(bool kernel, const Op& op, Fds f[4]) {
       }
       for (long i = 0; i < o.ret; ++i) {
         o.out.push_back(evs[i].events);
-        o.out.push_back(evs[i].data.u64);
+        o.out.push_back(uint64_t{evs[i].data.u64});  // packed: no reference
       }
       break;
     }
@@ -379,10 +381,17 @@ bool Session::Run(const Op& op, size_t index, Mismatch* m) {
 bool Session::Teardown(size_t index, Mismatch* m) {
   torn_down_ = true;
   bool ok = true;
+  // Kernel side first (see ~Session).
+  Outcome kos[kFdSpan];
   for (int off = 0; off < kFdSpan; ++off) {
     Op op{K::kClose, {kRawBase - off, 0, 0, 0}, 0, 0, 0};
     Fds f[4] = {{k0_ + off, UEPOLL_FD_BASE + off}, {}, {}, {}};
-    Outcome ko = Exec(true, op, f);
+    kos[off] = Exec(true, op, f);
+  }
+  for (int off = 0; off < kFdSpan; ++off) {
+    Op op{K::kClose, {kRawBase - off, 0, 0, 0}, 0, 0, 0};
+    Fds f[4] = {{k0_ + off, UEPOLL_FD_BASE + off}, {}, {}, {}};
+    const Outcome& ko = kos[off];
     Outcome uo = Exec(false, op, f);
     if (ok && !(ko == uo)) {
       if (m) *m = {index, op, ko, uo, "teardown close"};

@@ -57,7 +57,7 @@ std::vector<uint64_t> ReadyData(int ep) {
   epoll_event evs[256];
   int n = uepoll_epoll_wait(ep, evs, 256, 0);
   std::vector<uint64_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(evs[i].data.u64);
+  for (int i = 0; i < n; ++i) out.push_back(uint64_t{evs[i].data.u64});  // packed
   return out;
 }
 

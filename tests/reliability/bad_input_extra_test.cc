@@ -20,6 +20,18 @@
 namespace uepoll_test {
 namespace {
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAsan = true;
+#else
+constexpr bool kAsan = false;
+#endif
+#else
+constexpr bool kAsan = false;
+#endif
+
 class BadInputExtra : public BackendTest {};
 
 TEST_P(BadInputExtra, extreme_descriptor_numbers__are_ebadf_everywhere) {
@@ -81,9 +93,12 @@ TEST_P(BadInputExtra, extreme_ops_flags_and_sizes__are_einval) {
   SocketPair(s);
   EXPECT_ERRNO(B().shutdown(s[0], INT_MIN), EINVAL);
   EXPECT_ERRNO(B().shutdown(s[0], INT_MAX), EINVAL);
-  // poll: nfds above any descriptor limit.
+  // poll: nfds above any descriptor limit. Not on the kernel under ASan,
+  // whose poll() interceptor reads all nfds entries before the call.
   pollfd p = {efd, POLLIN, 0};
-  EXPECT_ERRNO(B().poll(&p, static_cast<nfds_t>(INT_MAX) + 1, 0), EINVAL);
+  if (!(IsKernel() && kAsan)) {
+    EXPECT_ERRNO(B().poll(&p, static_cast<nfds_t>(INT_MAX) + 1, 0), EINVAL);
+  }
   // Nothing was registered or created.
   EXPECT_ERRNO(B().epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr), ENOENT);
 }
