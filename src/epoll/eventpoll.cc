@@ -44,6 +44,16 @@ int EpItemWake(WaitEntry* wait, uint32_t key) {
   // for lock_ (a MOD racing with this re-polls after publishing events).
   if (!(events & ~kEpPrivateBits)) return 0;
   if (key && !(key & events)) return 0;
+  // Fast path: a scan will poll the item anyway (and see the state change
+  // that woke us, which happened before this call under the source's
+  // lock), and no thread sleeps on the instance. A waiter queues only when
+  // nothing is queued, so none can be missed. Watchers still get their
+  // edge: an outer ET item sees one per inner event.
+  if (epi->queued.load(std::memory_order_seq_cst) &&
+      ep->nwaiters_.load(std::memory_order_seq_cst) == 0) {
+    if (ep->poll_wait_.Active()) ep->poll_wait_.WakeUp(EPOLLIN, 1);
+    return (events & EPOLLEXCLUSIVE) ? 0 : 1;
+  }
   int ewake = 0;
   bool pwake = false;
   {
@@ -56,6 +66,7 @@ int EpItemWake(WaitEntry* wait, uint32_t key) {
       }
     } else if (!epi->rdllink.linked()) {
       ep->rdllist_.PushBack(&epi->rdllink);
+      epi->queued.store(true, std::memory_order_relaxed);
       ep->SyncAvail();
     }
     if (!ep->waiters_.empty()) {
@@ -85,7 +96,7 @@ int EpItemWake(WaitEntry* wait, uint32_t key) {
 void Eventpoll::WakeOneLocked() {
   if (waiters_.empty()) return;
   EpWaiter* w = UEPOLL_CONTAINER_OF(waiters_.next, EpWaiter, node);
-  w->node.Unlink();  // autoremove: the woken thread sees itself gone
+  DequeueWaiterLocked(w);  // autoremove: the woken thread sees itself gone
   // Under lock_: the waiter cannot return (and its thread cannot exit)
   // before it has taken lock_ to check its entry.
   w->parker->Unpark();
@@ -95,6 +106,7 @@ bool Eventpoll::LinkReady(EpItem* epi) {
   MutexLock l(lock_);
   if (epi->rdllink.linked()) return false;
   rdllist_.PushBack(&epi->rdllink);
+  epi->queued.store(true, std::memory_order_relaxed);
   SyncAvail();
   WakeOneLocked();
   return poll_wait_.Active();
@@ -109,6 +121,7 @@ int Eventpoll::Insert(EpItem* epi, const epoll_event& ev, File* tfile,
   epi->events.store(ev.events, std::memory_order_relaxed);
   epi->data = ev.data.u64;
   epi->dying = false;
+  epi->queued.store(false, std::memory_order_relaxed);
   epi->wait.func = &EpItemWake;
   epi->wait.flags = (ev.events & EPOLLEXCLUSIVE) ? WaitEntry::kExclusive : 0;
 
@@ -158,6 +171,7 @@ bool Eventpoll::RemoveLocked(EpItem* epi, bool force) {
     MutexLock l(lock_);
     if (epi->rdllink.linked()) {
       epi->rdllink.Unlink();
+      epi->queued.store(false, std::memory_order_relaxed);
       SyncAvail();
     }
   }

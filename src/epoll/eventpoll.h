@@ -162,6 +162,15 @@ class Eventpoll final : public File {
     avail_.store(EventsAvailableLocked(), std::memory_order_release);
   }
   void WakeOneLocked() REQUIRES(lock_);
+  void QueueWaiterLocked(EpWaiter* w) REQUIRES(lock_) {
+    waiters_.PushFront(&w->node);
+    nwaiters_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  void DequeueWaiterLocked(EpWaiter* w) REQUIRES(lock_) {
+    if (!w->node.linked()) return;
+    w->node.Unlink();
+    nwaiters_.fetch_sub(1, std::memory_order_relaxed);
+  }
 
   Mutex mtx_ ACQUIRED_BEFORE(lock_);
   Mutex lock_;
@@ -170,6 +179,9 @@ class Eventpoll final : public File {
   // Threads in Wait(), exclusive, newest first (the kernel adds epoll
   // waiters at the head of ep->wq: the most recent, cache-hot one wins).
   ListNode waiters_ GUARDED_BY(lock_);
+  // The length of waiters_, readable without lock_ (the callback's fast
+  // path). Changed under lock_.
+  std::atomic<int> nwaiters_{0};
   // A lockless "events may be available" (ep_events_available), kept equal
   // to EventsAvailableLocked() at every unlock of lock_.
   std::atomic<bool> avail_{false};

@@ -11,6 +11,8 @@
 //                           scanner (holding ep->mtx_) owns the items it
 //                           spliced out
 //   ovf_next                ep->lock_
+//   queued                  written under ep->lock_ or by the scanner that
+//                           owns the item; read lockless by the callback
 //   wait                    the watched file's PollQueue().lock_
 //   fllink, dying           file->watch_lock_
 //
@@ -44,6 +46,10 @@ struct EpItem {
   std::atomic<uint32_t> events;
   int fd;
   bool dying;
+  // "A future scan will poll this item": it is on rdllist_, or on a scan's
+  // private list and not yet processed. Lets a wakeup skip lock_ when the
+  // item is already queued and no thread waits (EpItemWake's fast path).
+  std::atomic<bool> queued;
 };
 
 // The bits that are flags, not readiness (the kernel's EP_PRIVATE_BITS).

@@ -23,12 +23,18 @@ void Eventpoll::DoneScan(ListNode* txlist, ListNode* requeue) {
   for (EpItem* epi = ovflist_, *next; epi != nullptr; epi = next) {
     next = epi->ovf_next;
     epi->ovf_next = kOvfUnactive;
-    if (!epi->rdllink.linked()) arrived.PushFront(&epi->rdllink);
+    if (!epi->rdllink.linked()) {
+      arrived.PushFront(&epi->rdllink);
+      epi->queued.store(true, std::memory_order_relaxed);
+    }
   }
   ovflist_ = kOvfUnactive;
   // rdllist_ is empty: nobody links into it during a scan.
   rdllist_.SpliceBack(txlist);
   rdllist_.SpliceBack(&arrived);
+  for (ListNode* n = requeue->next; n != requeue; n = n->next) {
+    UEPOLL_CONTAINER_OF(n, EpItem, rdllink)->queued.store(true, std::memory_order_relaxed);
+  }
   rdllist_.SpliceBack(requeue);
   SyncAvail();
   // Hand-off: more is ready, so the next waiter gets its turn.
@@ -48,6 +54,9 @@ int Eventpoll::SendEvents(epoll_event* events, int maxevents)
   while (!txlist.empty() && res < maxevents) {
     EpItem* epi = UEPOLL_CONTAINER_OF(txlist.next, EpItem, rdllink);
     epi->rdllink.Unlink();
+    // Before the poll (seq_cst pairs with the callback's load): a wakeup
+    // after this point takes the slow path and chains the item again.
+    epi->queued.store(false, std::memory_order_seq_cst);
     // Always re-poll: the hint only filtered; an item that went idle since
     // its wakeup is dropped (and not re-queued, even in LT mode).
     uint32_t revents = ItemPoll(epi, 1);
@@ -56,6 +65,7 @@ int Eventpoll::SendEvents(epoll_event* events, int maxevents)
       // The kernel faults on the copy-out: the item goes back, and EFAULT
       // is returned only if nothing was delivered (always, for NULL).
       txlist.PushFront(&epi->rdllink);
+      epi->queued.store(true, std::memory_order_relaxed);
       res = -EFAULT;
       break;
     }
@@ -80,7 +90,11 @@ uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
   uint32_t res = 0;
   while (!txlist.empty()) {
     EpItem* epi = UEPOLL_CONTAINER_OF(txlist.next, EpItem, rdllink);
+    // Cleared before the poll, as in SendEvents, so that a wakeup racing
+    // with a prune is chained on the overflow list, not skipped.
+    epi->queued.store(false, std::memory_order_seq_cst);
     if (ItemPoll(epi, depth + 1)) {
+      epi->queued.store(true, std::memory_order_relaxed);  // stays queued
       res = EPOLLIN | EPOLLRDNORM;
       break;
     }
@@ -158,13 +172,13 @@ int Eventpoll::MinWait(epoll_event* events, int maxevents,
     {
       MutexLock l(lock_);
       enough = CountReadyLocked(maxevents) >= maxevents;
-      if (!enough) waiters_.PushFront(&w.node);
+      if (!enough) QueueWaiterLocked(&w);
     }
     if (enough) break;
     Parker::Result r = w.parker->Park(until, args.sigmask);
     {
       MutexLock l(lock_);
-      w.node.Unlink();
+      DequeueWaiterLocked(&w);
     }
     if (r == Parker::Result::kInterrupted) {
       int n = SendEvents(events, maxevents);  // events found win
@@ -193,7 +207,7 @@ int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
     {
       MutexLock l(lock_);
       eavail = EventsAvailableLocked();
-      if (!eavail) waiters_.PushFront(&w.node);
+      if (!eavail) QueueWaiterLocked(&w);
     }
     if (eavail) continue;
     Parker::Result r = w.parker->Park(deadline, sigmask);
@@ -202,7 +216,7 @@ int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
       // Still queued: nobody picked us (timeout, signal, or a stale token).
       // Picked: an event was meant for us, so harvest even if we timed out.
       eavail = !w.node.linked() || EventsAvailableLocked();
-      w.node.Unlink();
+      DequeueWaiterLocked(&w);
     }
     if (r == Parker::Result::kTimedOut) timed_out = true;
     if (r == Parker::Result::kInterrupted) {
