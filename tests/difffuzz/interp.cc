@@ -77,7 +77,7 @@ unsigned char g_ubuf[kMaxWrite + 16];
 
 // ---------------------------------------------------------------- session
 
-Session::Session() {
+Session::Session(bool skip_known) : skip_known_(skip_known) {
   struct sigaction ign {}, old {};
   ign.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &ign, &old);
@@ -311,7 +311,25 @@ Outcome Session::Exec(bool kernel, const Op& op, Fds f[4]) {
   return o;
 }
 
+// The known differences (each pinned by a regression test that fails until
+// the engine is fixed). Decided from the kernel's state alone.
+bool Session::KnownDifference(const Op& op) const {
+  // socketpair with a full table: the kernel fails EMFILE before it looks
+  // at domain/type/protocol, uepoll checks them first
+  // (regressions_test.cc: socketpair__full_table_emfile_beats_*).
+  if (op.k == K::kSocketpair &&
+      (op.a != AF_UNIX || (op.b & 0xf) != SOCK_STREAM || op.c != 0)) {
+    int free_numbers = 0;
+    for (int off = 0; off < kFdSpan && free_numbers < 2; ++off) {
+      if (::fcntl(k0_ + off, F_GETFD) == -1) ++free_numbers;
+    }
+    return free_numbers < 2;
+  }
+  return false;
+}
+
 bool Session::Run(const Op& op, size_t index, Mismatch* m) {
+  if (skip_known_ && KnownDifference(op)) return true;
   Fds f[4];
   for (int i = 0; i < 4; ++i) f[i] = Resolve(op.h[i]);
   Op eff = op;
@@ -693,8 +711,8 @@ Op Session::Generate(Chooser& ch) const {
 
 // ---------------------------------------------------------------- sequences
 
-bool RunSequence(const std::vector<Op>& ops, Mismatch* m) {
-  Session s;
+bool RunSequence(const std::vector<Op>& ops, Mismatch* m, bool skip_known) {
+  Session s(skip_known);
   if (!s.ok()) {
     if (m) *m = {0, Op{K::kCount, {0, 0, 0, 0}, 0, 0, 0}, {}, {},
                  "setup: " + s.setup_error()};
@@ -715,7 +733,8 @@ bool SameFailure(const std::vector<Op>& ops, const Mismatch& m, K kind,
 }
 }  // namespace
 
-std::vector<Op> Shrink(std::vector<Op> ops, const Mismatch& first) {
+std::vector<Op> Shrink(std::vector<Op> ops, const Mismatch& first,
+                       bool skip_known) {
   bool teardown = first.index >= ops.size();
   K kind = teardown ? K::kCount : ops[first.index].k;
   if (!teardown) ops.resize(first.index + 1);
@@ -727,7 +746,8 @@ std::vector<Op> Shrink(std::vector<Op> ops, const Mismatch& first) {
       std::vector<Op> cand = ops;
       cand.erase(cand.begin() + static_cast<long>(i));
       Mismatch m;
-      if (!RunSequence(cand, &m) && SameFailure(cand, m, kind, teardown)) {
+      if (!RunSequence(cand, &m, skip_known) &&
+          SameFailure(cand, m, kind, teardown)) {
         if (!teardown) cand.resize(m.index + 1);
         ops = std::move(cand);
         changed = true;

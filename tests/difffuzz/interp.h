@@ -135,7 +135,10 @@ class ByteChooser : public Chooser {
 // everything and restores the limits.
 class Session {
  public:
-  Session();
+  // skip_known: skip (on both sides) the ops of the known, pinned engine
+  // differences listed in KnownDifference() (interp.cc), so that a long run
+  // reports only new ones.
+  explicit Session(bool skip_known = false);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -173,6 +176,8 @@ class Session {
   // -1 (a hint for the generator: it prefers open descriptors).
   std::vector<int> cur_;
   bool torn_down_ = false;
+  bool skip_known_ = false;
+  bool KnownDifference(const Op& op) const;
   int k0_ = -1;
   long old_kernel_limit_ = -1;
   long old_uepoll_limit_ = -1;
@@ -186,11 +191,13 @@ class Session {
 
 // Runs ops in a fresh session. Returns true if nothing differed (including
 // the teardown); otherwise fills *m with the first difference.
-bool RunSequence(const std::vector<Op>& ops, Mismatch* m);
+bool RunSequence(const std::vector<Op>& ops, Mismatch* m,
+                 bool skip_known = false);
 
 // Shrinks a failing sequence: cuts it after the failing op, then deletes
 // ops one at a time while a mismatch at an op of the same kind persists.
-std::vector<Op> Shrink(std::vector<Op> ops, const Mismatch& first);
+std::vector<Op> Shrink(std::vector<Op> ops, const Mismatch& first,
+                       bool skip_known = false);
 
 // Per op kind: how often it ran and how it ended (0: success, else errno),
 // over every Session::Run in this process; for --stats.
