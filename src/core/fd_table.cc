@@ -126,21 +126,38 @@ int FdTable::Install(File* f, bool cloexec, int minfd) {
 }
 
 int FdTable::Install2(File* a, File* b, bool cloexec, int fds[2]) {
-  long i0 = Reserve(0);
-  if (i0 == -2) return -ENOMEM;
-  if (i0 < 0) return -EMFILE;
-  long i1 = Reserve(0);
-  if (i1 < 0) {
-    Unreserve(i0);
-    return i1 == -2 ? -ENOMEM : -EMFILE;
-  }
-  Slot(i0, false)->fetch_or(Word(a, cloexec), std::memory_order_release);
-  Slot(i1, false)->fetch_or(Word(b, cloexec), std::memory_order_release);
-  Live::Inc(Live::descriptors);
-  Live::Inc(Live::descriptors);
-  fds[0] = static_cast<int>(i0 + kBase);
-  fds[1] = static_cast<int>(i1 + kBase);
+  long idx[2];
+  int err = Reserve2(idx);
+  if (err) return err;
+  InstallReserved2(idx, a, b, cloexec, fds);
   return 0;
+}
+
+int FdTable::Reserve2(long idx[2]) {
+  idx[0] = Reserve(0);
+  if (idx[0] == -2) return -ENOMEM;
+  if (idx[0] < 0) return -EMFILE;
+  idx[1] = Reserve(0);
+  if (idx[1] < 0) {
+    Unreserve(idx[0]);
+    return idx[1] == -2 ? -ENOMEM : -EMFILE;
+  }
+  return 0;
+}
+
+void FdTable::InstallReserved2(const long idx[2], File* a, File* b,
+                               bool cloexec, int fds[2]) {
+  Slot(idx[0], false)->fetch_or(Word(a, cloexec), std::memory_order_release);
+  Slot(idx[1], false)->fetch_or(Word(b, cloexec), std::memory_order_release);
+  Live::Inc(Live::descriptors);
+  Live::Inc(Live::descriptors);
+  fds[0] = static_cast<int>(idx[0] + kBase);
+  fds[1] = static_cast<int>(idx[1] + kBase);
+}
+
+void FdTable::Unreserve2(const long idx[2]) {
+  Unreserve(idx[1]);
+  Unreserve(idx[0]);
 }
 
 int FdTable::Close(int fd) {

@@ -54,6 +54,18 @@ class FdTable {
   // Two numbers at once (pipe, socketpair): both or neither.
   int Install2(File* a, File* b, bool cloexec, int fds[2]);
 
+  // Install2 in two steps, as the kernel's get_unused_fd_flags and
+  // fd_install, for calls that must fail EMFILE before they check their
+  // other arguments (socketpair, pipe2). Reserve2 takes two numbers (0, or
+  // -EMFILE / -ENOMEM with nothing taken): allocated but empty, so lookups
+  // see them closed and dup2 onto them fails EBUSY. Exactly one of
+  // InstallReserved2 (adopting a reference to each file) or Unreserve2
+  // (put_unused_fd) must follow.
+  int Reserve2(long idx[2]);
+  void InstallReserved2(const long idx[2], File* a, File* b, bool cloexec,
+                        int fds[2]);
+  void Unreserve2(const long idx[2]);
+
   int Close(int fd);
   int Dup(int oldfd, int minfd, bool cloexec);
   // dup2 (flags = -1: dup2 semantics) and dup3.
