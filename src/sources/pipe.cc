@@ -189,6 +189,10 @@ ssize_t PipeInode::Read(void* buf, size_t count, bool nonblock) {
     if (!EmptyLocked()) {
       PipeBuf& b = bufs_[tail_ % kSlots];
       size_t chars = std::min<size_t>(b.len, total);
+      if (UserFault(out + ret)) {  // the copy-out faults: nothing consumed
+        if (!ret) ret = -EFAULT;
+        break;
+      }
       std::memcpy(out + ret, b.page->bytes + b.offset, chars);
       ret += static_cast<ssize_t>(chars);
       b.offset += static_cast<uint32_t>(chars);
@@ -265,6 +269,10 @@ ssize_t PipeInode::Write(const void* buf, size_t count, bool nonblock,
     if (chars && !was_empty) {
       PipeBuf& last = bufs_[(head_ - 1) % kSlots];
       if (!last.packet && last.offset + last.len + chars <= kPageSize) {
+        if (UserFault(in)) {
+          ret = -EFAULT;
+          goto out;
+        }
         std::memcpy(last.page->bytes + last.offset + last.len, in, chars);
         last.len += static_cast<uint32_t>(chars);
         ret = static_cast<ssize_t>(chars);
@@ -301,6 +309,11 @@ ssize_t PipeInode::Write(const void* buf, size_t count, bool nonblock,
         }
         pool.Put(page);
         continue;
+      }
+      if (UserFault(in + ret)) {  // 6.18 leaves no empty slot behind
+        pool.Put(page);
+        if (!ret) ret = -EFAULT;
+        break;
       }
       size_t chunk = std::min(left, kPageSize);
       std::memcpy(page->bytes, in + ret, chunk);
@@ -413,9 +426,8 @@ int CreatePipe(int fds[2], int flags) {
     return -EINVAL;
   }
   if (flags & kNotificationPipe) return -ENOPKG;
-  // Deviation: the kernel allocates the descriptors before it copies them
-  // out, so with a full table and fds == NULL it fails EMFILE, not EFAULT.
-  if (!fds) return -EFAULT;
+  // do_pipe2's order: the files (ENOMEM), the descriptors (EMFILE), then
+  // the copy-out (EFAULT).
   auto* inode = new (std::nothrow) PipeInode;
   if (!inode) return -ENOMEM;
   // create_pipe_files: O_DIRECT (packet mode) matters to writes only and
@@ -431,15 +443,19 @@ int CreatePipe(int fds[2], int flags) {
     delete inode;
     return -ENOMEM;
   }
-  int out[2];
-  int err = FdTable::Get().Install2(r, w, flags & O_CLOEXEC, out);
-  if (err < 0) {
+  FdTable& table = FdTable::Get();
+  long idx[2];
+  int err = table.Reserve2(idx);
+  if (!err && !fds) {
+    table.Unreserve2(idx);
+    err = -EFAULT;
+  }
+  if (err) {
     r->Unref();  // both ends released: the inode goes with the second
     w->Unref();
     return err;
   }
-  fds[0] = out[0];
-  fds[1] = out[1];
+  table.InstallReserved2(idx, r, w, flags & O_CLOEXEC, fds);
   return 0;
 }
 

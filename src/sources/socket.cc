@@ -164,6 +164,10 @@ ssize_t UnixPair::Read(int me, void* buf, size_t count, bool nonblock) {
       mu_.Lock();
       continue;
     }
+    if (UserFault(out + copied)) {  // the copy-out faults: nothing consumed
+      err = -EFAULT;
+      break;
+    }
     size_t chunk = std::min<size_t>(skb->len - skb->consumed, count - copied);
     std::memcpy(out + copied, skb->data() + skb->consumed, chunk);
     skb->consumed += static_cast<uint32_t>(chunk);
@@ -241,6 +245,12 @@ ssize_t UnixPair::Write(int me, const void* buf, size_t count, bool nonblock) {
     if (!skb) {
       UnchargeAndWake(me, truesize);
       err = -ENOMEM;
+      break;
+    }
+    if (UserFault(in + sent)) {  // the copy-in faults: nothing queued
+      Skb::Free(skb);
+      UnchargeAndWake(me, truesize);
+      err = -EFAULT;
       break;
     }
     std::memcpy(skb->data(), in + sent, size);
@@ -369,17 +379,9 @@ int OtherFamilyError(int family, int type) {
   return -EAFNOSUPPORT;
 }
 
-}  // namespace
-
-int CreateSocketPair(int domain, int type, int protocol, int sv[2]) {
-  // __sys_socketpair: the flag bits first.
-  int flags = type & ~0xf;  // ~SOCK_TYPE_MASK
-  if (flags & ~(SOCK_CLOEXEC | SOCK_NONBLOCK)) return -EINVAL;
-  type &= 0xf;
-  // Deviation: the kernel reserves both descriptors before anything else is
-  // checked, so a full table fails EMFILE ahead of the errors below.
-  if (!sv) return -EFAULT;
-  // __sock_create.
+// sock_create's checks for the pair (__sock_create, unix_create): 0 if a
+// stream pair can be made, else -errno.
+int CheckSocketArgs(int domain, int type, int protocol) {
   if (domain < 0 || domain >= AF_MAX) return -EAFNOSUPPORT;
   if (type >= 11) return -EINVAL;  // SOCK_MAX
   if (domain != AF_UNIX) return OtherFamilyError(domain, type);
@@ -389,27 +391,46 @@ int CreateSocketPair(int domain, int type, int protocol, int sv[2]) {
     return -EOPNOTSUPP;  // deviation: uepoll has stream pairs only
   }
   if (type != SOCK_STREAM) return -ESOCKTNOSUPPORT;
+  return 0;
+}
 
-  auto* pair = new (std::nothrow) UnixPair;
-  if (!pair) return -ENOMEM;
-  uint32_t f_flags = O_RDWR | ((flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0);
-  auto* a = new (std::nothrow) UnixSocket(pair, 0, f_flags);
-  auto* b = new (std::nothrow) UnixSocket(pair, 1, f_flags);
-  if (!a || !b) {
-    delete a;
-    delete b;
-    delete pair;
-    return -ENOMEM;
+}  // namespace
+
+int CreateSocketPair(int domain, int type, int protocol, int sv[2]) {
+  // __sys_socketpair: the flag bits, the two descriptors (EMFILE), the
+  // copy-out of their numbers (EFAULT), and only then sock_create.
+  int flags = type & ~0xf;  // ~SOCK_TYPE_MASK
+  if (flags & ~(SOCK_CLOEXEC | SOCK_NONBLOCK)) return -EINVAL;
+  type &= 0xf;
+  FdTable& table = FdTable::Get();
+  long idx[2];
+  int err = table.Reserve2(idx);
+  if (err) return err;
+  if (!sv) {
+    table.Unreserve2(idx);
+    return -EFAULT;
   }
-  int out[2];
-  int err = FdTable::Get().Install2(a, b, flags & SOCK_CLOEXEC, out);
-  if (err < 0) {
-    a->Unref();  // the pair goes with the second socket
-    b->Unref();
+  // Deviation: the kernel stores the numbers in sv here, so a failure
+  // below leaves them (closed again) there; uepoll writes sv on success
+  // only, so that a failed call changes nothing.
+  err = CheckSocketArgs(domain, type, protocol);
+  UnixPair* pair = nullptr;
+  UnixSocket* a = nullptr;
+  UnixSocket* b = nullptr;
+  if (!err) {
+    pair = new (std::nothrow) UnixPair;
+    uint32_t f_flags = O_RDWR | ((flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0);
+    if (pair) a = new (std::nothrow) UnixSocket(pair, 0, f_flags);
+    if (a) b = new (std::nothrow) UnixSocket(pair, 1, f_flags);
+    if (!b) err = -ENOMEM;
+  }
+  if (err) {
+    table.Unreserve2(idx);
+    delete a;
+    delete pair;
     return err;
   }
-  sv[0] = out[0];
-  sv[1] = out[1];
+  table.InstallReserved2(idx, a, b, flags & SOCK_CLOEXEC, sv);
   return 0;
 }
 
