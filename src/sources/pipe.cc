@@ -1,26 +1,28 @@
 // Pipes, as the kernel's fs/pipe.c (Linux 6.18) behaves.
 //
 // A PipeInode (the kernel's pipe_inode_info) is shared by the two ends. It
-// holds a ring of kSlots page-sized buffers: head_ is the next slot to fill,
-// tail_ the next to drain. Capacity is counted in slots, not bytes: a slot
-// that a read drained in part still occupies a whole slot, and a write that
-// does not merge into the last slot takes a new one. This is why the
+// holds a ring of kPipeSlots page-sized buffers: head_ is the next slot to
+// fill, tail_ the next to drain. Capacity is counted in slots, not bytes: a
+// slot that a read drained in part still occupies a whole slot, and a write
+// that does not merge into the last slot takes a new one. This is why the
 // writable test is "fewer than 16 slots used" and why writes of up to 4096
 // bytes are atomic (they never span two slots).
 //
 // Each end is its own File (PipeEnd): the read end is O_RDONLY and hooks
 // watchers on rd_wait_, the write end O_WRONLY on wr_wait_.
 //
-// Thread safety: every field of PipeInode below mu_ is guarded by mu_. The
-// queues' locks are never held together with mu_: a wakeup is issued right
-// after mu_ is released (as pipe_write/pipe_read do), and a sleeper hooks
-// itself on a queue before testing the state under mu_ (io_wait.h).
+// Thread safety: the ring, the counts and tmp_page_ are GUARDED_BY(mu_); the
+// rest are atomics read as hints (poll_usage_, the allocation hints) or the
+// end count. The queues' locks are never held together with mu_: a wakeup
+// is issued right after mu_ is released (as pipe_write/pipe_read do), and a
+// sleeper hooks itself on a queue before testing the state under mu_
+// (io_wait.h).
 //
 // Invariants (under mu_):
-//  - tail_ <= head_ <= tail_ + kSlots; slots [tail_, head_) hold pages.
+//  - tail_ <= head_ <= tail_ + kPipeSlots; slots [tail_, head_) hold pages.
 //  - readers_, writers_ in {0, 1}; the inode is freed when both ends are.
 //  - A slot holds len > 0 bytes at [offset, offset + len) of its page, so
-//    offset + len <= kPageSize; only the last slot ever grows (merge).
+//    offset + len <= kPipePageSize; only the last slot ever grows (merge).
 #include "sources/pipe.h"
 
 #include <errno.h>
@@ -35,49 +37,14 @@
 #include "core/fd_table.h"
 #include "core/file.h"
 #include "sources/io_wait.h"
+#include "sources/pipe_page.h"
 
 namespace uepoll::impl {
 namespace {
 
-constexpr size_t kPageSize = 4096;
-constexpr unsigned kSlots = 16;  // PIPE_DEF_BUFFERS: max_usage
 // The kernel's O_NOTIFICATION_PIPE. On 6.18 without CONFIG_WATCH_QUEUE (as
 // on this machine) pipe2 accepts the flag and then fails ENOPKG.
 constexpr int kNotificationPipe = O_EXCL;
-
-struct Page {
-  UEPOLL_ALLOCATED_CLASS  // new (std::nothrow) Page: uninitialized bytes
-  char bytes[kPageSize];
-};
-
-// Up to kSlots pages allocated before taking mu_ (seed 003). Leftovers are
-// freed by the destructor, which runs after mu_ is released.
-class PagePool {
- public:
-  PagePool() = default;
-  PagePool(const PagePool&) = delete;
-  PagePool& operator=(const PagePool&) = delete;
-  ~PagePool() {
-    for (unsigned i = 0; i < n_; ++i) delete pages_[i];
-  }
-  // False if an allocation failed (the pool keeps what it got).
-  bool Fill(unsigned want) {
-    want = std::min(want, kSlots);
-    while (n_ < want) {
-      Page* p = new (std::nothrow) Page;
-      if (!p) return false;
-      pages_[n_++] = p;
-    }
-    return true;
-  }
-  Page* Take() { return n_ ? pages_[--n_] : nullptr; }
-  void Put(Page* p) { pages_[n_++] = p; }  // n_ < kSlots: only after Take()
-  bool full() const { return n_ == kSlots; }
-
- private:
-  Page* pages_[kSlots];
-  unsigned n_ = 0;
-};
 
 struct PipeBuf {
   Page* page = nullptr;
@@ -93,7 +60,7 @@ class PipeInode {
   PipeInode(const PipeInode&) = delete;
   PipeInode& operator=(const PipeInode&) = delete;
   ~PipeInode() {
-    for (unsigned i = tail_; i != head_; ++i) delete bufs_[i % kSlots].page;
+    for (unsigned i = tail_; i != head_; ++i) delete bufs_[i % kPipeSlots].page;
     delete tmp_page_;
   }
 
@@ -109,7 +76,7 @@ class PipeInode {
 
  private:
   bool EmptyLocked() const REQUIRES(mu_) { return head_ == tail_; }
-  bool FullLocked() const REQUIRES(mu_) { return head_ - tail_ >= kSlots; }
+  bool FullLocked() const REQUIRES(mu_) { return head_ - tail_ >= kPipeSlots; }
   bool Readable() EXCLUDES(mu_) {
     MutexLock l(mu_);
     return !EmptyLocked() || writers_ == 0;
@@ -123,14 +90,15 @@ class PipeInode {
   // be stale by the time mu_ is taken).
   unsigned PagesWanted(size_t left) const {
     unsigned used = used_hint_.load(std::memory_order_relaxed);
-    unsigned free_slots = used >= kSlots ? 1 : kSlots - used;
-    size_t pages = (left + kPageSize - 1) / kPageSize;
+    unsigned free_slots = used >= kPipeSlots ? 1 : kPipeSlots - used;
+    size_t pages = (left + kPipePageSize - 1) / kPipePageSize;
     return static_cast<unsigned>(std::min<size_t>(pages, free_slots));
   }
   // Pages the write can likely do without allocating: the cached
   // tmp_page_, or (for a sub-page write into a non-empty pipe) the merge.
   unsigned Cached(size_t left) const {
-    if (left < kPageSize && used_hint_.load(std::memory_order_relaxed) != 0) {
+    if (left < kPipePageSize &&
+        used_hint_.load(std::memory_order_relaxed) != 0) {
       return 1;
     }
     return has_tmp_hint_.load(std::memory_order_relaxed) ? 1 : 0;
@@ -141,7 +109,7 @@ class PipeInode {
   }
 
   Mutex mu_;  // the kernel's pipe->mutex
-  PipeBuf bufs_[kSlots] GUARDED_BY(mu_);
+  PipeBuf bufs_[kPipeSlots] GUARDED_BY(mu_);
   unsigned head_ GUARDED_BY(mu_) = 0;
   unsigned tail_ GUARDED_BY(mu_) = 0;
   int readers_ GUARDED_BY(mu_) = 1;
@@ -182,12 +150,12 @@ ssize_t PipeInode::Read(void* buf, size_t count, bool nonblock) {
   ssize_t ret = 0;
   bool wake_writer = false;
   bool wake_next_reader = false;
-  Page* to_free[kSlots];
+  Page* to_free[kPipeSlots];
   unsigned nfree = 0;
   mu_.Lock();
   for (;;) {
     if (!EmptyLocked()) {
-      PipeBuf& b = bufs_[tail_ % kSlots];
+      PipeBuf& b = bufs_[tail_ % kPipeSlots];
       size_t chars = std::min<size_t>(b.len, total);
       if (UserFault(out + ret)) {  // the copy-out faults: nothing consumed
         if (!ret) ret = -EFAULT;
@@ -265,10 +233,10 @@ ssize_t PipeInode::Write(const void* buf, size_t count, bool nonblock,
   {
     // Merge the sub-page remainder into the last slot if it fits whole;
     // the rest of a large write then starts page-aligned.
-    size_t chars = left & (kPageSize - 1);
+    size_t chars = left & (kPipePageSize - 1);
     if (chars && !was_empty) {
-      PipeBuf& last = bufs_[(head_ - 1) % kSlots];
-      if (!last.packet && last.offset + last.len + chars <= kPageSize) {
+      PipeBuf& last = bufs_[(head_ - 1) % kPipeSlots];
+      if (!last.packet && last.offset + last.len + chars <= kPipePageSize) {
         if (UserFault(in)) {
           ret = -EFAULT;
           goto out;
@@ -315,9 +283,9 @@ ssize_t PipeInode::Write(const void* buf, size_t count, bool nonblock,
         if (!ret) ret = -EFAULT;
         break;
       }
-      size_t chunk = std::min(left, kPageSize);
+      size_t chunk = std::min(left, kPipePageSize);
       std::memcpy(page->bytes, in + ret, chunk);
-      PipeBuf& b = bufs_[head_ % kSlots];
+      PipeBuf& b = bufs_[head_ % kPipeSlots];
       b.page = page;
       b.offset = 0;
       b.len = static_cast<uint32_t>(chunk);
@@ -335,10 +303,9 @@ ssize_t PipeInode::Write(const void* buf, size_t count, bool nonblock,
     }
     mu_.Unlock();
     if (was_empty) rd_wait_.WakeUp(EPOLLIN | EPOLLRDNORM, 1);
-    int r = WaitForIo(
-        wr_wait_, /*exclusive=*/true,
-        ret ? SignalRule::kPartial : SignalRule::kRestartable,
-        [this] { return Writable(); });
+    int r = WaitForIo(wr_wait_, /*exclusive=*/true,
+                      ret ? SignalRule::kPartial : SignalRule::kRestartable,
+                      [this] { return Writable(); });
     if (r == 0 && !oom) oom = !pool.Fill(PagesWanted(left) - Cached(left));
     mu_.Lock();
     was_empty = EmptyLocked();

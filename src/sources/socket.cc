@@ -61,11 +61,11 @@ constexpr uint32_t kWriteSpace =
     EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND;  // unix_write_space
 
 struct Side {
-  SkbQueue rcv;             // sk_receive_queue: bytes the peer wrote
-  long wmem = 0;            // sk_wmem_alloc - 1: truesize charged to me
-  uint8_t shutdown = 0;     // sk_shutdown
-  int err = 0;              // sk_err (ECONNRESET), cleared when reported
-  bool dead = false;        // released (SOCK_DEAD)
+  SkbQueue rcv;          // sk_receive_queue: bytes the peer wrote
+  long wmem = 0;         // sk_wmem_alloc - 1: truesize charged to me
+  uint8_t shutdown = 0;  // sk_shutdown
+  int err = 0;           // sk_err (ECONNRESET), cleared when reported
+  bool dead = false;     // released (SOCK_DEAD)
 };
 
 class UnixPair {
@@ -157,8 +157,7 @@ ssize_t UnixPair::Read(int me, void* buf, size_t count, bool nonblock) {
         break;
       }
       mu_.Unlock();
-      int r = WaitForIo(wq_[me], /*exclusive=*/false,
-                        SignalRule::kRestartable,
+      int r = WaitForIo(wq_[me], /*exclusive=*/false, SignalRule::kRestartable,
                         [this, me] { return RecvReady(me); });
       if (r) return r;
       mu_.Lock();
@@ -286,7 +285,7 @@ int UnixPair::Shutdown(int me, int how) {
     side_[me].shutdown |= mode;
     side_[1 - me].shutdown |= peer_mode;
   }
-  wq_[me].WakeUp(0, 0);      // sk_state_change: wake all, no hint
+  wq_[me].WakeUp(0, 0);  // sk_state_change: wake all, no hint
   wq_[1 - me].WakeUp(0, 0);
   return 0;
 }
@@ -353,7 +352,7 @@ class UnixSocket final : public File {
 // fails EAFNOSUPPORT. Nonzero protocols are not modelled (docs/semantics.md).
 struct FamilyTypes {
   int family;
-  uint16_t accepted;       // bit t: type t is created (then EOPNOTSUPP)
+  uint16_t accepted;        // bit t: type t is created (then EOPNOTSUPP)
   uint16_t protonosupport;  // bit t: create() fails EPROTONOSUPPORT
   uint16_t nodev;           // bit t: create() fails ENODEV
 };

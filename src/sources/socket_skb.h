@@ -25,7 +25,7 @@ constexpr long kSndBuf = 212992;
 
 namespace skb_detail {
 constexpr size_t kPage = 4096;
-constexpr size_t kShinfo = 320;   // SKB_DATA_ALIGN(sizeof(skb_shared_info))
+constexpr size_t kShinfo = 320;     // SKB_DATA_ALIGN(sizeof(skb_shared_info))
 constexpr size_t kSkbStruct = 256;  // SKB_DATA_ALIGN(sizeof(struct sk_buff))
 constexpr size_t kMaxHead = kPage - kShinfo;  // SKB_MAX_HEAD(0): 3776
 constexpr size_t kFrags = 32768;              // UNIX_SKB_FRAGS_SZ
@@ -34,8 +34,8 @@ constexpr size_t PageAlign(size_t n) { return (n + kPage - 1) & ~(kPage - 1); }
 
 // The largest chunk unix_stream_sendmsg puts in one skb: min(sndbuf/2 - 64,
 // SKB_MAX_HEAD(0) + UNIX_SKB_FRAGS_SZ) = 36544.
-constexpr size_t kMaxSkbPayload =
-    std::min<size_t>(kSndBuf / 2 - 64, skb_detail::kMaxHead + skb_detail::kFrags);
+constexpr size_t kMaxSkbPayload = std::min<size_t>(
+    kSndBuf / 2 - 64, skb_detail::kMaxHead + skb_detail::kFrags);
 
 // The truesize the kernel charges to the sender's sk_wmem_alloc for a chunk
 // of `size` payload bytes: a linear head rounded up to its kmalloc bucket
