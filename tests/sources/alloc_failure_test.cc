@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
 #include <uepoll/debug.h>
 #include <uepoll/uepoll.h>
 

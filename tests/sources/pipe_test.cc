@@ -18,7 +18,8 @@ constexpr short kPollOut = POLLOUT | POLLWRNORM;
 
 // --- Slot accounting -------------------------------------------------------
 
-TEST_P(PipeSource, slots__sixteen_page_writes_fill_and_one_byte_read_frees_nothing) {
+TEST_P(PipeSource,
+       slots__sixteen_page_writes_fill_and_one_byte_read_frees_nothing) {
   int p[2];
   Pipe(p, O_NONBLOCK);
   EXPECT_EQ(FillWith(p[1], 4096), 16);
@@ -247,8 +248,10 @@ TEST_P(PipeSource, block__close_of_writer_wakes_every_reader_with_eof) {
   int p[2];
   Pipe(p);
   char a, b;
-  Waiter w1([&](epoll_event*) { return static_cast<int>(B().read(p[0], &a, 1)); });
-  Waiter w2([&](epoll_event*) { return static_cast<int>(B().read(p[0], &b, 1)); });
+  Waiter w1(
+      [&](epoll_event*) { return static_cast<int>(B().read(p[0], &a, 1)); });
+  Waiter w2(
+      [&](epoll_event*) { return static_cast<int>(B().read(p[0], &b, 1)); });
   Rescue rescue1(w1, [&] { WriteBytes(p[1], 1); });
   Rescue rescue2(w2, [&] { WriteBytes(p[1], 1); });
   ASSERT_TRUE(w1.Parked());
@@ -264,7 +267,8 @@ TEST_P(PipeSource, block__write_waits_for_a_free_slot) {
   int p[2];
   Pipe(p);
   for (int i = 0; i < 16; ++i) ASSERT_EQ(WriteBytes(p[1], 4096), 4096);
-  Waiter w([&](epoll_event*) { return static_cast<int>(WriteBytes(p[1], 10)); });
+  Waiter w(
+      [&](epoll_event*) { return static_cast<int>(WriteBytes(p[1], 10)); });
   Rescue rescue(w, [&] { ReadBytes(p[0], 4096); });
   ASSERT_TRUE(w.Parked());
   ASSERT_EQ(ReadBytes(p[0], 100), 100);  // part of a slot: still full
@@ -307,7 +311,8 @@ TEST_P(PipeSource, block__signal_without_sa_restart_fails_read_eintr) {
   int p[2];
   Pipe(p);
   char c;
-  Waiter w([&](epoll_event*) { return static_cast<int>(B().read(p[0], &c, 1)); });
+  Waiter w(
+      [&](epoll_event*) { return static_cast<int>(B().read(p[0], &c, 1)); });
   Rescue rescue(w, [&] { WriteBytes(p[1], 1); });
   ASSERT_TRUE(w.Parked());
   pthread_kill(w.handle(), SIGUSR1);
@@ -322,7 +327,8 @@ TEST_P(PipeSource, block__signal_with_sa_restart_restarts_read) {
   int p[2];
   Pipe(p);
   char c = 0;
-  Waiter w([&](epoll_event*) { return static_cast<int>(B().read(p[0], &c, 1)); });
+  Waiter w(
+      [&](epoll_event*) { return static_cast<int>(B().read(p[0], &c, 1)); });
   Rescue rescue(w, [&] { WriteBytes(p[1], 1); });
   ASSERT_TRUE(w.Parked());
   pthread_kill(w.handle(), SIGUSR1);
@@ -355,7 +361,8 @@ TEST_P(PipeSource, block__large_write_streams_through_a_reader_thread) {
   Pipe(p);
   constexpr size_t kSize = 1 << 20;
   std::vector<char> out(kSize);
-  for (size_t i = 0; i < kSize; ++i) out[i] = static_cast<char>(i * 7 + i / 4096);
+  for (size_t i = 0; i < kSize; ++i)
+    out[i] = static_cast<char>(i * 7 + i / 4096);
   std::vector<char> in;
   Waiter reader([&](epoll_event*) {
     char buf[3000];

@@ -127,7 +127,8 @@ TEST_P(SocketPairSource, reset__write_after_reset_is_epipe_and_keeps_err) {
   SocketPair(sv);
   ASSERT_EQ(WriteBytes(sv[0], 3), 3);
   ASSERT_EQ(Close(sv[1]), 0);
-  EXPECT_TRUE(RaisesSigpipe([&] { EXPECT_ERRNO(WriteBytes(sv[0], 1), EPIPE); }));
+  EXPECT_TRUE(
+      RaisesSigpipe([&] { EXPECT_ERRNO(WriteBytes(sv[0], 1), EPIPE); }));
   EXPECT_EQ(PollMask(sv[0]) & POLLERR, POLLERR);
 }
 
@@ -174,7 +175,8 @@ TEST_P(SocketPairSource, stream__zero_byte_calls) {
   EXPECT_EQ(PollMask(sv[1]), kOut) << "a null write queues nothing";
   ASSERT_EQ(B().shutdown(sv[0], SHUT_WR), 0);
   // The SEND_SHUTDOWN check precedes the length loop.
-  EXPECT_TRUE(RaisesSigpipe([&] { EXPECT_ERRNO(B().write(sv[0], &c, 0), EPIPE); }));
+  EXPECT_TRUE(
+      RaisesSigpipe([&] { EXPECT_ERRNO(B().write(sv[0], &c, 0), EPIPE); }));
 }
 
 TEST_P(SocketPairSource, stream__partial_read_is_no_edge_write_is) {
@@ -205,8 +207,8 @@ struct CapacityRow {
   int writes;  // full non-blocking writes before EAGAIN on a fresh pair
 };
 constexpr CapacityRow kCapacityRows[] = {
-    {1, 278}, {100, 278}, {1000, 93}, {3776, 49}, {3777, 44},
-    {4096, 44}, {10000, 17}, {36544, 6},
+    {1, 278},   {100, 278}, {1000, 93},  {3776, 49},
+    {3777, 44}, {4096, 44}, {10000, 17}, {36544, 6},
 };
 
 TEST_P(SocketPairSource, sndbuf__writes_until_eagain_by_size) {
@@ -269,8 +271,7 @@ TEST_P(SocketPairSource, args__errors_in_kernel_order) {
   EXPECT_ERRNO(B().socketpair(AF_MAX, SOCK_STREAM, 0, sv), EAFNOSUPPORT);
   EXPECT_ERRNO(B().socketpair(AF_INET6, SOCK_STREAM, 0, sv), EOPNOTSUPP);
   EXPECT_ERRNO(B().socketpair(AF_INET, 7, 0, sv), ESOCKTNOSUPPORT);
-  EXPECT_ERRNO(B().socketpair(AF_NETLINK, SOCK_STREAM, 0, sv),
-               ESOCKTNOSUPPORT);
+  EXPECT_ERRNO(B().socketpair(AF_NETLINK, SOCK_STREAM, 0, sv), ESOCKTNOSUPPORT);
   EXPECT_ERRNO(B().socketpair(AF_NETLINK, SOCK_DGRAM, 0, sv), EOPNOTSUPP);
   // The kernel stores the two reserved numbers in sv before it creates the
   // sockets, so a failed call leaves (closed) numbers there; uepoll leaves
@@ -326,9 +327,8 @@ TEST_P(SocketPairSource, block__read_is_woken_by_peer_shut_wr_and_close) {
     int sv[2];
     SocketPair(sv);
     char c;
-    Waiter w([&](epoll_event*) {
-      return static_cast<int>(B().read(sv[1], &c, 1));
-    });
+    Waiter w(
+        [&](epoll_event*) { return static_cast<int>(B().read(sv[1], &c, 1)); });
     Rescue rescue(w, [&] { B().shutdown(sv[1], SHUT_RD); });
     ASSERT_TRUE(w.Parked());
     if (close_peer) {
@@ -345,9 +345,8 @@ TEST_P(SocketPairSource, block__write_waits_until_writable) {
   int sv[2];
   SocketPair(sv);
   for (int i = 0; i < 44; ++i) ASSERT_EQ(WriteBytes(sv[0], 4096), 4096);
-  Waiter w([&](epoll_event*) {
-    return static_cast<int>(WriteBytes(sv[0], 100));
-  });
+  Waiter w(
+      [&](epoll_event*) { return static_cast<int>(WriteBytes(sv[0], 100)); });
   Rescue rescue(w, [&] { ReadBytes(sv[1], 1 << 20); });
   ASSERT_TRUE(w.Parked());
   ASSERT_EQ(ReadBytes(sv[1], 4096), 4096);
@@ -362,7 +361,8 @@ TEST_P(SocketPairSource, block__signal_without_sa_restart_fails_read_eintr) {
   int sv[2];
   SocketPair(sv);
   char c;
-  Waiter w([&](epoll_event*) { return static_cast<int>(B().read(sv[0], &c, 1)); });
+  Waiter w(
+      [&](epoll_event*) { return static_cast<int>(B().read(sv[0], &c, 1)); });
   Rescue rescue(w, [&] { B().shutdown(sv[0], SHUT_RD); });
   ASSERT_TRUE(w.Parked());
   pthread_kill(w.handle(), SIGUSR1);
@@ -377,7 +377,8 @@ TEST_P(SocketPairSource, block__signal_with_sa_restart_restarts_read) {
   int sv[2];
   SocketPair(sv);
   char c = 0;
-  Waiter w([&](epoll_event*) { return static_cast<int>(B().read(sv[0], &c, 1)); });
+  Waiter w(
+      [&](epoll_event*) { return static_cast<int>(B().read(sv[0], &c, 1)); });
   Rescue rescue(w, [&] { B().shutdown(sv[0], SHUT_RD); });
   ASSERT_TRUE(w.Parked());
   pthread_kill(w.handle(), SIGUSR1);
@@ -408,7 +409,8 @@ TEST_P(SocketPairSource, block__large_write_streams_through_a_reader_thread) {
   SocketPair(sv);
   constexpr size_t kSize = 3 << 20;
   std::vector<char> out(kSize);
-  for (size_t i = 0; i < kSize; ++i) out[i] = static_cast<char>(i * 13 + i / 999);
+  for (size_t i = 0; i < kSize; ++i)
+    out[i] = static_cast<char>(i * 13 + i / 999);
   std::vector<char> in;
   Waiter reader([&](epoll_event*) {
     char buf[5000];
