@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sources/source_test.h"
@@ -378,6 +380,48 @@ TEST_P(PipeSource, block__large_write_streams_through_a_reader_thread) {
   ASSERT_TRUE(reader.WaitDone());
   EXPECT_EQ(reader.result(), 0);
   EXPECT_TRUE(in == out);
+}
+
+TEST_P(PipeSource, block__page_writes_from_many_threads_stay_whole) {
+  // Writes of up to 4096 bytes are atomic: each lands in one slot, and a
+  // 4096-byte read from a slot boundary returns exactly one of them.
+  int p[2];
+  Pipe(p);
+  constexpr int kWriters = 4;
+  constexpr int kPerWriter = 200;
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kWriters; ++t) {
+    writers.emplace_back([&, t] {
+      std::vector<char> rec(4096, static_cast<char>('a' + t));
+      for (int i = 0; i < kPerWriter; ++i) {
+        ASSERT_EQ(B().write(p[1], rec.data(), rec.size()), 4096);
+      }
+    });
+  }
+  int counts[kWriters] = {};
+  std::vector<char> buf(4096);
+  for (int i = 0; i < kWriters * kPerWriter; ++i) {
+    ASSERT_EQ(B().read(p[0], buf.data(), buf.size()), 4096);
+    int t = buf[0] - 'a';
+    ASSERT_TRUE(t >= 0 && t < kWriters);
+    ASSERT_EQ(std::count(buf.begin(), buf.end(), buf[0]), 4096) << i;
+    ++counts[t];
+  }
+  for (std::thread& w : writers) w.join();
+  for (int c : counts) EXPECT_EQ(c, kPerWriter);
+}
+
+TEST_P(PipeSource, io__null_buffer_faults_only_where_the_copy_happens) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  EXPECT_ERRNO(B().read(p[0], nullptr, 8), EAGAIN);  // empty: no copy
+  EXPECT_ERRNO(B().write(p[1], nullptr, 4), EFAULT);
+  EXPECT_EQ(PollMask(p[0]), 0) << "no empty slot left behind";
+  ASSERT_EQ(WriteString(p[1], "abc"), 3);
+  EXPECT_ERRNO(B().write(p[1], nullptr, 5000), EFAULT);
+  EXPECT_ERRNO(B().read(p[0], nullptr, 8), EFAULT);
+  EXPECT_EQ(ReadString(p[0], 100), "abc") << "nothing consumed or added";
+  EXPECT_EQ(FillWith(p[1], 4096), 16);
 }
 
 UEPOLL_INSTANTIATE_BACKENDS(PipeSource);

@@ -200,6 +200,22 @@ TEST_P(SocketPairSource, stream__setfl_o_direct_fails_einval) {
   EXPECT_EQ(B().fcntl(sv[0], F_GETFL, 0), O_RDWR | O_NONBLOCK);
 }
 
+TEST_P(SocketPairSource,
+       stream__null_buffer_faults_only_where_the_copy_happens) {
+  int sv[2];
+  SocketPair(sv, SOCK_NONBLOCK);
+  EXPECT_ERRNO(B().read(sv[1], nullptr, 8), EAGAIN);  // empty: no copy
+  EXPECT_ERRNO(B().write(sv[0], nullptr, 4), EFAULT);
+  EXPECT_EQ(PollMask(sv[1]), kOut) << "nothing queued";
+  ASSERT_EQ(WriteString(sv[0], "ab"), 2);
+  EXPECT_ERRNO(B().read(sv[1], nullptr, 8), EFAULT);
+  EXPECT_EQ(ReadString(sv[1], 8), "ab") << "nothing consumed";
+  ASSERT_EQ(B().shutdown(sv[0], SHUT_WR), 0);
+  EXPECT_EQ(B().read(sv[1], nullptr, 8), 0) << "EOF needs no copy";
+  EXPECT_EQ(FillWith(sv[1], 4096), 44)
+      << "the failed write gave its charge back";
+}
+
 // --- Send buffer accounting (212992 bytes of skb truesize) -----------------
 
 struct CapacityRow {
