@@ -2,10 +2,10 @@
 # Driver for the tests in tests/consumer/CMakeLists.txt: builds a program
 # against an installed uepoll the way a user outside this tree would.
 #
-#   consumer_test.sh install    BUILD_DIR PREFIX
+#   consumer_test.sh install    BUILD_DIR PREFIX [PROGRAM...]
 #       `cmake --install` BUILD_DIR into PREFIX (emptied first) and check
-#       that the tree holds the headers, both libraries, the CMake package
-#       and uepoll.pc.
+#       that the tree holds the headers, both libraries, the CMake package,
+#       uepoll.pc and each PROGRAM in bin/.
 #   consumer_test.sh find_package PREFIX WORK_DIR
 #       configure project/ with -DCMAKE_PREFIX_PATH=PREFIX, build it, run its
 #       programs (C99 against both libraries, C++20 against the shared one).
@@ -74,7 +74,8 @@ find_libdir() {
 }
 
 do_install() {
-  local build=$1 prefix=$2
+  local build=$1 prefix=$2 program
+  shift 2
   rm -rf "$prefix"
   quiet "$CMAKE" --install "$build" --prefix "$prefix"
 
@@ -94,6 +95,10 @@ do_install() {
            cmake/uepoll/uepollConfigVersion.cmake \
            cmake/uepoll/uepollTargets.cmake; do
     [[ -e $libdir/$f ]] || fail "missing ${libdir#"$prefix"/}/$f"
+  done
+  for program in "$@"; do
+    [[ -z $program || -x $prefix/bin/$program ]] ||
+      fail "program bin/$program not installed"
   done
   # libuepoll.so is the development symlink to the soname file.
   [[ -L $libdir/libuepoll.so ]] || fail "libuepoll.so is not a symlink"
