@@ -22,8 +22,12 @@ int File::SetStatusFlags(uint32_t arg) {
 
 void File::LastClose() {
   // No descriptor and no call refers to this object any more, so no new
-  // item can be added: remove the existing ones, then tear down.
-  if (nwatchers_.load(std::memory_order_acquire) != 0) EpollReleaseFile(this);
+  // item can be added: remove the existing ones, then tear down. Always
+  // through watch_lock_, never a lockless "no watchers" shortcut: a DEL or
+  // an instance close that just unlinked the last item may still be inside
+  // watch_lock_, and taking the lock is what orders our free after its
+  // unlock (TSan caught the shortcut freeing the file under it).
+  EpollReleaseFile(this);
   Release();
 }
 

@@ -81,7 +81,9 @@ class File {
   // --- epoll bookkeeping: items watching this file (the kernel's f_ep) ---
   Mutex watch_lock_;
   ListNode watchers_ GUARDED_BY(watch_lock_);
-  // Lockless "is this file watched by some instance" (READ_ONCE(f_ep)).
+  // Lockless "is this file watched by some instance" (READ_ONCE(f_ep)),
+  // a hint for the ADD-time nesting decision only; never a reason to skip
+  // watch_lock_ on a lifetime path.
   std::atomic<int> nwatchers_{0};
 
  protected:
