@@ -372,6 +372,50 @@ TEST_P(SocketPairSource, block__write_waits_until_writable) {
   EXPECT_EQ(w.result(), 100);
 }
 
+TEST_P(SocketPairSource, block__peer_shut_rd_ends_a_blocked_write) {
+  // The blocked writer fails in sock_alloc_send_pskb (SEND_SHUTDOWN), which
+  // takes the error exit without SIGPIPE: the count so far, else EPIPE.
+  for (bool sent_some : {true, false}) {
+    SCOPED_TRACE(sent_some);
+    int sv[2];
+    SocketPair(sv);
+    if (!sent_some) {
+      for (int i = 0; i < 44; ++i) ASSERT_EQ(WriteBytes(sv[0], 4096), 4096);
+    }
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);  // inherited by the waiter
+    {
+      Waiter w([&](epoll_event*) {
+        int r = static_cast<int>(WriteBytes(sv[0], 1 << 20));
+        int e = errno;
+        sigset_t pending;
+        sigpending(&pending);
+        bool raised = sigismember(&pending, SIGPIPE) == 1;
+        struct timespec zero {};
+        while (sigtimedwait(&pipe_set, nullptr, &zero) == SIGPIPE) {
+        }
+        errno = e;
+        return raised ? -100 : r;
+      });
+      Rescue rescue(w, [&] { ReadBytes(sv[1], 1 << 20); });
+      ASSERT_TRUE(w.Parked());
+      ASSERT_EQ(B().shutdown(sv[1], SHUT_RD), 0);
+      ASSERT_TRUE(w.WaitDone());
+      if (sent_some) {
+        EXPECT_EQ(w.result(), 6 * 36544);
+      } else {
+        EXPECT_EQ(w.result(), -1) << "-100 means SIGPIPE was raised";
+        EXPECT_EQ(w.error(), EPIPE);
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    ASSERT_EQ(Close(sv[0]), 0);
+    ASSERT_EQ(Close(sv[1]), 0);
+  }
+}
+
 TEST_P(SocketPairSource, block__signal_without_sa_restart_fails_read_eintr) {
   ScopedSigusr1 handler(/*restart=*/false);
   int sv[2];
