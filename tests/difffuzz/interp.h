@@ -203,6 +203,8 @@ std::vector<Op> Shrink(std::vector<Op> ops, const Mismatch& first,
 // over every Session::Run in this process; for --stats.
 std::string CoverageSummary();
 
+const char* KName(K k);               // "kCtl"
+
 std::string Describe(const Op& op);   // readable: "epoll_ctl(h3, ADD, h1, ...)"
 std::string ToCode(const Op& op);     // a C++ initializer for regressions
 std::string Describe(const Outcome& o, const Op& op);
