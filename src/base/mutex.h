@@ -64,6 +64,23 @@ class SCOPED_CAPABILITY MutexLock {
   Mutex& mu_;
 };
 
+// Locks a mutex if there is one: a conditional lock, which the analysis
+// cannot follow, in one audited place.
+class OptionalLock {
+ public:
+  explicit OptionalLock(Mutex* mu) NO_THREAD_SAFETY_ANALYSIS : mu_(mu) {
+    if (mu_) mu_->Lock();
+  }
+  ~OptionalLock() NO_THREAD_SAFETY_ANALYSIS {
+    if (mu_) mu_->Unlock();
+  }
+  OptionalLock(const OptionalLock&) = delete;
+  OptionalLock& operator=(const OptionalLock&) = delete;
+
+ private:
+  Mutex* mu_;
+};
+
 inline void CpuRelax() { __builtin_ia32_pause(); }
 
 }  // namespace uepoll::impl

@@ -126,16 +126,17 @@ int Eventpoll::Insert(EpItem* epi, const epoll_event& ev, File* tfile,
   epi->wait.flags = (ev.events & EPOLLEXCLUSIVE) ? WaitEntry::kExclusive : 0;
 
   Eventpoll* tep = tfile->is_epoll() ? static_cast<Eventpoll*>(tfile) : nullptr;
-  // Holding the target's mtx_ keeps a concurrent check walking it from
-  // seeing a half-attached item.
-  if (tep) tep->mtx_.Lock();
   {
-    MutexLock l(tfile->watch_lock_);
-    tfile->watchers_.PushBack(&epi->fllink);
-    tfile->nwatchers_.fetch_add(1, std::memory_order_release);
+    // Holding the target's mtx_ keeps a concurrent check walking it from
+    // seeing a half-attached item.
+    OptionalLock target(tep ? &tep->mtx_ : nullptr);
+    {
+      MutexLock l(tfile->watch_lock_);
+      tfile->watchers_.PushBack(&epi->fllink);
+      tfile->nwatchers_.fetch_add(1, std::memory_order_release);
+    }
+    items_.Insert(epi);
   }
-  items_.Insert(epi);
-  if (tep) tep->mtx_.Unlock();
   ep_refs_.fetch_add(1, std::memory_order_relaxed);
   Live::Inc(Live::items);
   // Hook first, then poll: an event between the two is not lost.
@@ -208,6 +209,7 @@ void Eventpoll::Release() NO_THREAD_SAFETY_ANALYSIS {
     // Unhook every item first so that no callback is running or will run.
     items_.ForEach([](EpItem* epi) { epi->file->PollQueue().Remove(&epi->wait); });
     items_.ForEach([&](EpItem* epi) {
+      mtx_.AssertHeld();  // the analysis does not see into the lambda
       if (RemoveLocked(epi, false)) {
         epi->hash_next = to_free;  // reuse the link for the free list
         to_free = epi;
