@@ -29,6 +29,17 @@ bool AccessOk(const void* buf, size_t count) {
   return count <= kTaskSizeMax && addr <= kTaskSizeMax - count;
 }
 
+// vfs_read/vfs_write's order: not open for that direction (EBADF), no such
+// operation (EINVAL: an epoll instance), then the buffer (EFAULT).
+int CheckIo(const uepoll::impl::File& f, bool write, const void* buf,
+            size_t count) {
+  uint32_t acc = f.flags() & O_ACCMODE;
+  if (acc == (write ? O_RDONLY : O_WRONLY)) return -EBADF;
+  if (f.is_epoll()) return -EINVAL;
+  if (!AccessOk(buf, count)) return -EFAULT;
+  return 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -58,7 +69,7 @@ int uepoll_shutdown(int sockfd, int how) {
 ssize_t uepoll_read(int fd, void *buf, size_t count) {
   FileRef f = FdTable::Get().Lookup(fd);
   if (!f) return ToErrno<ssize_t>(-EBADF);
-  if (!AccessOk(buf, count)) return ToErrno<ssize_t>(-EFAULT);
+  if (int r = CheckIo(*f.get(), false, buf, count)) return ToErrno<ssize_t>(r);
   if (count > kMaxRwCount) count = kMaxRwCount;
   return ToErrno(f->Read(buf, count));
 }
@@ -66,7 +77,7 @@ ssize_t uepoll_read(int fd, void *buf, size_t count) {
 ssize_t uepoll_write(int fd, const void *buf, size_t count) {
   FileRef f = FdTable::Get().Lookup(fd);
   if (!f) return ToErrno<ssize_t>(-EBADF);
-  if (!AccessOk(buf, count)) return ToErrno<ssize_t>(-EFAULT);
+  if (int r = CheckIo(*f.get(), true, buf, count)) return ToErrno<ssize_t>(r);
   if (count > kMaxRwCount) count = kMaxRwCount;
   return ToErrno(f->Write(buf, count));
 }
