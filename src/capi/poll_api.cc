@@ -50,13 +50,17 @@ class FileRefArray {
   FileRef* p_;
 };
 
-// One pass: fills revents, returns how many are nonzero.
-int PollOnce(pollfd* fds, nfds_t n, const FileRefArray& files) {
+// One pass: fills revents, returns how many are nonzero. Each pass looks
+// the descriptors up again, as the kernel's do_poll does: one closed while
+// we slept reports POLLNVAL. The wait entries stay on the queues of the
+// objects found by the first pass (`files`), as the kernel's do.
+int PollOnce(pollfd* fds, nfds_t n) {
   int count = 0;
   for (nfds_t i = 0; i < n; ++i) {
     short rev = 0;
     if (fds[i].fd >= 0) {
-      File* f = files[i].get();
+      FileRef ref = FdTable::Get().Lookup(fds[i].fd);
+      File* f = ref.get();
       if (!f) {
         rev = POLLNVAL;
       } else {
@@ -73,14 +77,15 @@ int PollOnce(pollfd* fds, nfds_t n, const FileRefArray& files) {
 int Poll(pollfd* fds, nfds_t n, const Deadline& deadline) {
   if (n > static_cast<nfds_t>(FdTable::Get().limit())) return -EINVAL;
   if (n && !fds) return -EFAULT;
-  // References for the whole call, as poll() holds each file it polls.
+  int count = PollOnce(fds, n);
+  if (count || deadline.is_zero()) return count;
+
+  // The objects whose queues we sleep on, held for the whole wait.
   FileRefArray files(n);
   if (n && !files.ok()) return -ENOMEM;
   for (nfds_t i = 0; i < n; ++i) {
     if (fds[i].fd >= 0) files[i] = FdTable::Get().Lookup(fds[i].fd);
   }
-  int count = PollOnce(fds, n, files);
-  if (count || deadline.is_zero()) return count;
 
   PollEntry* entries = NewArray<PollEntry>(n);
   if (!entries) return -ENOMEM;
@@ -98,14 +103,14 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline) {
       entries[i].queue = &files[i]->PollQueue();
       entries[i].queue->Add(&entries[i].entry);
     }
-    count = PollOnce(fds, n, files);
+    count = PollOnce(fds, n);
     Parker::Result r = Parker::Result::kWoken;
     if (!count) r = parker->Park(deadline, nullptr);
     for (nfds_t i = 0; i < n; ++i) {
       if (entries[i].queue) entries[i].queue->Remove(&entries[i].entry);
     }
     if (count) return count;
-    count = PollOnce(fds, n, files);
+    count = PollOnce(fds, n);
     if (count) return count;
     if (r == Parker::Result::kInterrupted) return -EINTR;
     if (r == Parker::Result::kTimedOut || deadline.Expired()) return 0;
