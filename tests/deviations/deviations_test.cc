@@ -84,6 +84,15 @@ TEST_F(Deviations, UnixDatagramAndSeqpacketPairsAreEopnotsupp) {
   EXPECT_EQ(errno, EOPNOTSUPP);
 }
 
+// D14: a failed socketpair leaves sv as it was.
+TEST_F(Deviations, FailedSocketpairLeavesSvUntouched) {
+  int sv[2] = {-7, -8};
+  EXPECT_EQ(uepoll_socketpair(AF_UNIX, 99, 0, sv), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(sv[0], -7);
+  EXPECT_EQ(sv[1], -8);
+}
+
 // D5: descriptor numbers start at UEPOLL_FD_BASE.
 TEST_F(Deviations, DescriptorsNumberFromTheBase) {
   int efd = uepoll_eventfd(0, 0);
