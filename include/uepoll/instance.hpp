@@ -99,6 +99,28 @@ class UEPOLL_CXX_API Instance {
                                              const sigset_t& sigmask,
                                              std::error_code& ec) noexcept;
 
+  // min_wait batching (uepoll_epoll_pwait3): wait up to min_wait for
+  // events.size() events; at min_wait return what is ready, if anything;
+  // otherwise wait on to the timeout and return at the first event. A zero
+  // timeout ignores min_wait; a signal ends the wait at once.
+  struct WaitOptions {
+    std::chrono::nanoseconds timeout{-1};   // negative: forever
+    std::chrono::nanoseconds min_wait{0};   // 0: none
+    const sigset_t* sigmask = nullptr;      // null: keep the thread's mask
+  };
+  [[nodiscard]] std::span<epoll_event> wait(std::span<epoll_event> events,
+                                            const WaitOptions& options);
+  [[nodiscard]] std::span<epoll_event> wait(std::span<epoll_event> events,
+                                            const WaitOptions& options,
+                                            std::error_code& ec) noexcept;
+
+  // Per-instance parameters (uepoll_epoll_set_params / get_params, the
+  // kernel's EPIOCSPARAMS / EPIOCGPARAMS plus a default min_wait).
+  void set_params(const uepoll_params& params);
+  void set_params(const uepoll_params& params, std::error_code& ec) noexcept;
+  [[nodiscard]] uepoll_params params() const;
+  [[nodiscard]] uepoll_params params(std::error_code& ec) const noexcept;
+
  private:
   Fd fd_;
 };

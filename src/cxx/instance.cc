@@ -113,4 +113,52 @@ std::span<epoll_event> Instance::pwait(std::span<epoll_event> events,
   return Wait(get(), events, timeout, &sigmask, ec);
 }
 
+std::span<epoll_event> Instance::wait(std::span<epoll_event> events,
+                                      const WaitOptions& options) {
+  return detail::OrThrow("uepoll_epoll_pwait3", [&](std::error_code& ec) {
+    return wait(events, options, ec);
+  });
+}
+
+std::span<epoll_event> Instance::wait(std::span<epoll_event> events,
+                                      const WaitOptions& options,
+                                      std::error_code& ec) noexcept {
+  int max = static_cast<int>(std::min(events.size(), kMaxEvents));
+  timespec ts{};
+  uepoll_wait_args args{};
+  if (options.timeout.count() >= 0) {
+    ts.tv_sec = static_cast<time_t>(options.timeout.count() / 1000000000);
+    ts.tv_nsec = static_cast<long>(options.timeout.count() % 1000000000);
+    args.timeout = &ts;
+  }
+  args.min_wait_ns = options.min_wait.count() > 0
+                         ? static_cast<uint64_t>(options.min_wait.count())
+                         : 0;
+  args.sigmask = options.sigmask;
+  int n = uepoll_epoll_pwait3(get(), events.data(), max, &args);
+  if (detail::Check(n, ec) < 0) return {};
+  return events.first(static_cast<std::size_t>(n));
+}
+
+void Instance::set_params(const uepoll_params& params) {
+  detail::OrThrow("uepoll_epoll_set_params",
+                  [&](std::error_code& ec) { set_params(params, ec); });
+}
+
+void Instance::set_params(const uepoll_params& params,
+                          std::error_code& ec) noexcept {
+  detail::Check(uepoll_epoll_set_params(get(), &params), ec);
+}
+
+uepoll_params Instance::params() const {
+  return detail::OrThrow("uepoll_epoll_get_params",
+                         [&](std::error_code& ec) { return params(ec); });
+}
+
+uepoll_params Instance::params(std::error_code& ec) const noexcept {
+  uepoll_params p{};
+  detail::Check(uepoll_epoll_get_params(get(), &p), ec);
+  return p;
+}
+
 }  // namespace uepoll

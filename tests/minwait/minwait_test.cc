@@ -369,3 +369,46 @@ TEST_F(MinWait, BusyPollingDeliversAnEventFromAnotherThread) {
 
 }  // namespace
 }  // namespace uepoll_test
+
+// The C++ forms of pwait3 and the parameters.
+#include <uepoll/uepoll.hpp>
+
+namespace uepoll_test {
+namespace {
+
+TEST(MinWaitCxx, WaitOptionsAndParamsInBothErrorForms) {
+  {
+    auto ep = uepoll::Instance::create(0);
+    auto a = uepoll::EventFd::create(0, EFD_NONBLOCK);
+    auto b = uepoll::EventFd::create(0, EFD_NONBLOCK);
+    ep.add(a, EPOLLIN | EPOLLET, 1);
+    ep.add(b, EPOLLIN | EPOLLET, 2);
+    a.write(1);
+    b.write(1);
+    epoll_event evs[2];
+    uepoll::Instance::WaitOptions opt;
+    opt.min_wait = std::chrono::hours(1);  // both ready: returns at once
+    auto got = ep.wait(evs, opt);
+    ASSERT_EQ(got.size(), 2u);
+
+    uepoll_params p{};
+    p.min_wait_ns = 1234;
+    ep.set_params(p);
+    EXPECT_EQ(ep.params().min_wait_ns, 1234u);
+    p.pad = 1;
+    std::error_code ec;
+    ep.set_params(p, ec);
+    EXPECT_EQ(ec, std::errc::invalid_argument);
+    EXPECT_THROW(ep.set_params(p), std::system_error);
+    EXPECT_EQ(ep.params().min_wait_ns, 1234u);  // unchanged by the failures
+
+    opt.timeout = std::chrono::nanoseconds(0);
+    got = ep.wait(evs, opt, ec);
+    EXPECT_FALSE(ec);
+    EXPECT_TRUE(got.empty());
+  }
+  ExpectNoUepollLeaks();
+}
+
+}  // namespace
+}  // namespace uepoll_test
