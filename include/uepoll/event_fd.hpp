@@ -8,9 +8,10 @@
 
 #include <cstdint>
 #include <system_error>
+#include <utility>
+
 #include <uepoll/config.hpp>
 #include <uepoll/fd.hpp>
-#include <utility>
 
 namespace uepoll {
 

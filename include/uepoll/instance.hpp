@@ -13,9 +13,11 @@
 #include <cstdint>
 #include <span>
 #include <system_error>
+#include <utility>
+
 #include <uepoll/config.hpp>
 #include <uepoll/fd.hpp>
-#include <utility>
+#include <uepoll/uepoll.h>
 
 namespace uepoll {
 
@@ -104,9 +106,9 @@ class UEPOLL_CXX_API Instance {
   // otherwise wait on to the timeout and return at the first event. A zero
   // timeout ignores min_wait; a signal ends the wait at once.
   struct WaitOptions {
-    std::chrono::nanoseconds timeout{-1};   // negative: forever
-    std::chrono::nanoseconds min_wait{0};   // 0: none
-    const sigset_t* sigmask = nullptr;      // null: keep the thread's mask
+    std::chrono::nanoseconds timeout{-1};  // negative: forever
+    std::chrono::nanoseconds min_wait{0};  // 0: none
+    const sigset_t* sigmask = nullptr;     // null: keep the thread's mask
   };
   [[nodiscard]] std::span<epoll_event> wait(std::span<epoll_event> events,
                                             const WaitOptions& options);

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <span>
 #include <system_error>
+
 #include <uepoll/config.hpp>
 #include <uepoll/fd.hpp>
 

@@ -9,9 +9,10 @@
 #include <cstddef>
 #include <span>
 #include <system_error>
+#include <utility>
+
 #include <uepoll/config.hpp>
 #include <uepoll/fd.hpp>
-#include <utility>
 
 namespace uepoll {
 

@@ -7,6 +7,7 @@
 #define UEPOLL_SOCKET_PAIR_HPP_
 
 #include <system_error>
+
 #include <uepoll/config.hpp>
 #include <uepoll/socket.hpp>
 

@@ -102,8 +102,7 @@ UEPOLL_API int uepoll_epoll_get_params(int epfd, struct uepoll_params *params);
 UEPOLL_API int uepoll_eventfd(unsigned int initval, int flags);
 UEPOLL_API int uepoll_pipe(int pipefd[2]);
 UEPOLL_API int uepoll_pipe2(int pipefd[2], int flags);
-UEPOLL_API int uepoll_socketpair(int domain, int type, int protocol,
-                                 int sv[2]);
+UEPOLL_API int uepoll_socketpair(int domain, int type, int protocol, int sv[2]);
 UEPOLL_API int uepoll_shutdown(int sockfd, int how);
 
 /* descriptors and I/O */

@@ -40,7 +40,9 @@ class Deadline {
     int64_t left = at_ns_ - NowNs();
     return left > 0 ? left : 0;
   }
-  bool Expired() const { return kind_ == kZero || (kind_ == kAt && RemainingNs() == 0); }
+  bool Expired() const {
+    return kind_ == kZero || (kind_ == kAt && RemainingNs() == 0);
+  }
 
   static int64_t NowNs() {
     timespec ts;

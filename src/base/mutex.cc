@@ -12,8 +12,8 @@ namespace {
 constexpr int kSpinLimit = 100;
 
 long Futex(std::atomic<int>* addr, int op, int val) {
-  return syscall(SYS_futex, reinterpret_cast<int*>(addr), op | FUTEX_PRIVATE_FLAG,
-                 val, nullptr, nullptr, 0);
+  return syscall(SYS_futex, reinterpret_cast<int*>(addr),
+                 op | FUTEX_PRIVATE_FLAG, val, nullptr, nullptr, 0);
 }
 
 }  // namespace

@@ -34,9 +34,8 @@ class CAPABILITY("mutex") Mutex {
   }
   bool TryLock() TRY_ACQUIRE(true) {
     int expected = 0;
-    return state_.compare_exchange_strong(expected, 1,
-                                          std::memory_order_acquire,
-                                          std::memory_order_relaxed);
+    return state_.compare_exchange_strong(
+        expected, 1, std::memory_order_acquire, std::memory_order_relaxed);
   }
   void Unlock() RELEASE() {
     if (state_.exchange(0, std::memory_order_release) == 2) Wake();

@@ -63,7 +63,8 @@ Parker::Result Parker::Park(const Deadline& deadline, const sigset_t* mask,
     int64_t until = Deadline::NowNs() + spin_ns;
     do {
       int s = kNotified;
-      if (state_.compare_exchange_strong(s, kEmpty, std::memory_order_acquire)) {
+      if (state_.compare_exchange_strong(s, kEmpty,
+                                         std::memory_order_acquire)) {
         return Result::kWoken;
       }
       for (int i = 0; i < 32; ++i) CpuRelax();
@@ -136,7 +137,8 @@ Parker::Result Parker::ParkIo() {
       // Restarted by the kernel under SA_RESTART, EINTR otherwise: the same
       // rule as a blocking read of a kernel pipe.
       ssize_t n = ::read(efd_, &v, sizeof v);
-      result = (n < 0 && errno == EINTR) ? Result::kInterrupted : Result::kWoken;
+      result =
+          (n < 0 && errno == EINTR) ? Result::kInterrupted : Result::kWoken;
     }
     if (result != Result::kWoken) break;
     if (state_.load(std::memory_order_acquire) == kNotified) break;

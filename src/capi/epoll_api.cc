@@ -15,11 +15,11 @@ using uepoll::impl::WaitArgs;
 
 namespace {
 
-bool BadTimespec(const timespec* t) {
+bool BadTimespec(const timespec *t) {
   return t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1000000000L;
 }
 
-WaitArgs Args(Deadline d, const sigset_t* mask) {
+WaitArgs Args(Deadline d, const sigset_t *mask) {
   WaitArgs a;
   a.deadline = d;
   a.sigmask = mask;

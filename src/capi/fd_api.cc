@@ -66,7 +66,7 @@ int uepoll_shutdown(int sockfd, int how) {
   return ToErrno(f->Shutdown(how));
 }
 
-ssize_t uepoll_read(int fd, void *buf, size_t count) {
+ssize_t uepoll_read(int fd, void* buf, size_t count) {
   FileRef f = FdTable::Get().Lookup(fd);
   if (!f) return ToErrno<ssize_t>(-EBADF);
   if (int r = CheckIo(*f.get(), false, buf, count)) return ToErrno<ssize_t>(r);
@@ -74,7 +74,7 @@ ssize_t uepoll_read(int fd, void *buf, size_t count) {
   return ToErrno(f->Read(buf, count));
 }
 
-ssize_t uepoll_write(int fd, const void *buf, size_t count) {
+ssize_t uepoll_write(int fd, const void* buf, size_t count) {
   FileRef f = FdTable::Get().Lookup(fd);
   if (!f) return ToErrno<ssize_t>(-EBADF);
   if (int r = CheckIo(*f.get(), true, buf, count)) return ToErrno<ssize_t>(r);

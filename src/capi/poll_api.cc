@@ -9,7 +9,6 @@
 #include <poll.h>
 #include <sys/epoll.h>
 
-
 #include <uepoll/uepoll.h>
 
 #include "base/alloc.h"
@@ -35,7 +34,8 @@ struct PollEntry {
 // An array of n FileRefs from Allocate (ok() false if that failed).
 class FileRefArray {
  public:
-  explicit FileRefArray(size_t n) : n_(n), p_(n ? NewArray<FileRef>(n) : nullptr) {}
+  explicit FileRefArray(size_t n)
+      : n_(n), p_(n ? NewArray<FileRef>(n) : nullptr) {}
   ~FileRefArray() {
     if (!p_) return;
     for (size_t i = 0; i < n_; ++i) p_[i].~FileRef();
@@ -64,7 +64,8 @@ int PollOnce(pollfd* fds, nfds_t n) {
       if (!f) {
         rev = POLLNVAL;
       } else {
-        uint32_t want = static_cast<uint16_t>(fds[i].events) | EPOLLERR | EPOLLHUP;
+        uint32_t want =
+            static_cast<uint16_t>(fds[i].events) | EPOLLERR | EPOLLHUP;
         rev = static_cast<short>(f->Poll(0) & want);
       }
     }
@@ -120,7 +121,7 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline) {
 }  // namespace
 }  // namespace uepoll::impl
 
-extern "C" int uepoll_poll(struct pollfd *fds, nfds_t nfds, int timeout) {
-  return uepoll::impl::ToErrno(
-      uepoll::impl::Poll(fds, nfds, uepoll::impl::Deadline::FromMillis(timeout)));
+extern "C" int uepoll_poll(struct pollfd* fds, nfds_t nfds, int timeout) {
+  return uepoll::impl::ToErrno(uepoll::impl::Poll(
+      fds, nfds, uepoll::impl::Deadline::FromMillis(timeout)));
 }

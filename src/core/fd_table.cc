@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-
 #include <sched.h>
 
 #include <new>
@@ -24,9 +23,8 @@ FdTable::Chunk* FdTable::GetChunk(long idx, bool create) {
   auto* fresh = New<Chunk>();
   if (!fresh) return nullptr;
   // Release publishes the zeroed chunk; acquire (on failure) sees the winner.
-  if (!chunks_[c].compare_exchange_strong(chunk, fresh,
-                                          std::memory_order_acq_rel,
-                                          std::memory_order_acquire)) {
+  if (!chunks_[c].compare_exchange_strong(
+          chunk, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {
     Delete(fresh);
     return chunk;
   }
@@ -41,7 +39,8 @@ std::atomic<uint64_t>* FdTable::Slot(long idx, bool create) {
 void FdTable::WaitForLookups(std::atomic<uint64_t>* s) {
   // Acquire pairs with the release decrement in Lookup: once the count is
   // seen at zero, every lookup that saw the old file holds its reference.
-  for (int spins = 0; s->load(std::memory_order_acquire) & kCountMask; ++spins) {
+  for (int spins = 0; s->load(std::memory_order_acquire) & kCountMask;
+       ++spins) {
     if (spins < 64) {
       CpuRelax();
     } else {
@@ -78,7 +77,8 @@ long FdTable::Reserve(long min_idx) {
       uint64_t bits = c->bitmap[word].load(std::memory_order_relaxed);
       long base = (idx & ~long{kChunkSize - 1}) + word * 64;
       // Ignore bits below idx in the first word.
-      uint64_t mask = idx > base ? ~((uint64_t{1} << (idx - base)) - 1) : ~uint64_t{0};
+      uint64_t mask =
+          idx > base ? ~((uint64_t{1} << (idx - base)) - 1) : ~uint64_t{0};
       while (~bits & mask) {
         int bit = __builtin_ctzll(~bits & mask);
         long cand = base + bit;
@@ -107,8 +107,8 @@ void FdTable::Unreserve(long idx) {
   c->bitmap[i >> 6].fetch_and(~(uint64_t{1} << (i & 63)),
                               std::memory_order_release);
   long h = hint_.load(std::memory_order_relaxed);
-  while (idx < h && !hint_.compare_exchange_weak(h, idx,
-                                                 std::memory_order_relaxed)) {
+  while (idx < h &&
+         !hint_.compare_exchange_weak(h, idx, std::memory_order_relaxed)) {
   }
 }
 
@@ -211,9 +211,9 @@ int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
   do {
     // Allocated by another thread and not yet installed (or being closed).
     if (!FileOf(w)) return -EBUSY;
-  } while (!s->compare_exchange_weak(w, (w & kCountMask) | Word(f.get(), cloexec),
-                                     std::memory_order_acq_rel,
-                                     std::memory_order_relaxed));
+  } while (!s->compare_exchange_weak(
+      w, (w & kCountMask) | Word(f.get(), cloexec), std::memory_order_acq_rel,
+      std::memory_order_relaxed));
   f.release();  // the slot's reference now
   WaitForLookups(s);
   FileOf(w)->Unref();

@@ -13,8 +13,12 @@ struct Live {
   static inline std::atomic<long> descriptors{0};
   static inline std::atomic<long> instances{0};
 
-  static void Inc(std::atomic<long>& c) { c.fetch_add(1, std::memory_order_relaxed); }
-  static void Dec(std::atomic<long>& c) { c.fetch_sub(1, std::memory_order_relaxed); }
+  static void Inc(std::atomic<long>& c) {
+    c.fetch_add(1, std::memory_order_relaxed);
+  }
+  static void Dec(std::atomic<long>& c) {
+    c.fetch_sub(1, std::memory_order_relaxed);
+  }
 };
 
 }  // namespace uepoll::impl

@@ -87,8 +87,8 @@ struct ThreadWaitEntry {
 };
 
 template <class Pred>
-int WaitEventLocked(WaitQueue& q, bool exclusive, Pred pred)
-    NO_THREAD_SAFETY_ANALYSIS {
+int WaitEventLocked(WaitQueue& q, bool exclusive,
+                    Pred pred) NO_THREAD_SAFETY_ANALYSIS {
   ThreadWaitEntry w;
   w.entry.func = &ThreadWaitEntry::Wake;
   w.entry.flags = exclusive ? WaitEntry::kExclusive : 0;

@@ -1,6 +1,5 @@
-#include <uepoll/uepoll.h>
-
 #include <uepoll/event_fd.hpp>
+#include <uepoll/uepoll.h>
 
 #include "cxx/error.h"
 

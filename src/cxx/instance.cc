@@ -1,9 +1,9 @@
-#include <uepoll/uepoll.h>
-
 #include <algorithm>
 #include <climits>
 #include <cstddef>
+
 #include <uepoll/instance.hpp>
+#include <uepoll/uepoll.h>
 
 #include "cxx/error.h"
 

@@ -1,6 +1,5 @@
-#include <uepoll/uepoll.h>
-
 #include <uepoll/socket.hpp>
+#include <uepoll/uepoll.h>
 
 #include "cxx/error.h"
 #include "cxx/io.h"

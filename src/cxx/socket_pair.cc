@@ -1,6 +1,5 @@
-#include <uepoll/uepoll.h>
-
 #include <uepoll/socket_pair.hpp>
+#include <uepoll/uepoll.h>
 
 #include "cxx/error.h"
 

@@ -13,9 +13,8 @@ namespace uepoll::impl {
 namespace {
 
 // The only bits EPOLLEXCLUSIVE may come with (EPOLLEXCLUSIVE_OK_BITS).
-constexpr uint32_t kExclusiveOkBits = EPOLLIN | EPOLLOUT | EPOLLERR |
-                                      EPOLLHUP | EPOLLWAKEUP | EPOLLET |
-                                      EPOLLEXCLUSIVE;
+constexpr uint32_t kExclusiveOkBits = EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP |
+                                      EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE;
 
 EpItem* AllocItem() { return New<EpItem>(); }
 void FreeItem(EpItem* epi) { Delete(epi); }
@@ -112,8 +111,7 @@ bool Eventpoll::LinkReady(EpItem* epi) {
   return poll_wait_.Active();
 }
 
-int Eventpoll::Insert(EpItem* epi, const epoll_event& ev, File* tfile,
-                      int fd) {
+int Eventpoll::Insert(EpItem* epi, const epoll_event& ev, File* tfile, int fd) {
   epi->file = tfile;
   epi->fd = fd;
   epi->ep = this;
@@ -207,7 +205,8 @@ void Eventpoll::Release() NO_THREAD_SAFETY_ANALYSIS {
   {
     MutexLock m(mtx_);
     // Unhook every item first so that no callback is running or will run.
-    items_.ForEach([](EpItem* epi) { epi->file->PollQueue().Remove(&epi->wait); });
+    items_.ForEach(
+        [](EpItem* epi) { epi->file->PollQueue().Remove(&epi->wait); });
     items_.ForEach([&](EpItem* epi) {
       mtx_.AssertHeld();  // the analysis does not see into the lambda
       if (RemoveLocked(epi, false)) {
@@ -226,8 +225,8 @@ void Eventpoll::Release() NO_THREAD_SAFETY_ANALYSIS {
   Put();  // the file's reference
 }
 
-int Eventpoll::Ctl(int op, File* tfile, int fd, epoll_event ev)
-    NO_THREAD_SAFETY_ANALYSIS {
+int Eventpoll::Ctl(int op, File* tfile, int fd,
+                   epoll_event ev) NO_THREAD_SAFETY_ANALYSIS {
   // Allocate outside the locks (seed 003): the item for ADD, and a bigger
   // bucket array if the table looks like it will need one.
   EpItem* prepped = op == EPOLL_CTL_ADD ? AllocItem() : nullptr;
@@ -316,7 +315,8 @@ int Eventpoll::Ctl(int op, File* tfile, int fd, epoll_event ev)
       case EPOLL_CTL_MOD:
         if (!epi) {
           error = -ENOENT;
-        } else if (epi->events.load(std::memory_order_relaxed) & EPOLLEXCLUSIVE) {
+        } else if (epi->events.load(std::memory_order_relaxed) &
+                   EPOLLEXCLUSIVE) {
           error = -EINVAL;
         } else {
           ev.events |= EPOLLERR | EPOLLHUP;

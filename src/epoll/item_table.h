@@ -31,16 +31,20 @@ class ItemTable {
   }
   // Requires a bucket array (Reserve beforehand).
   void Insert(EpItem* e) {
-    EpItem** b = &buckets_[Hash(e->file, e->fd) & (nbuckets_.load(std::memory_order_relaxed) - 1)];
+    EpItem** b = &buckets_[Hash(e->file, e->fd) &
+                           (nbuckets_.load(std::memory_order_relaxed) - 1)];
     e->hash_next = *b;
     *b = e;
-    size_.store(size_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    size_.store(size_.load(std::memory_order_relaxed) + 1,
+                std::memory_order_relaxed);
   }
   void Erase(EpItem* e) {
-    EpItem** p = &buckets_[Hash(e->file, e->fd) & (nbuckets_.load(std::memory_order_relaxed) - 1)];
+    EpItem** p = &buckets_[Hash(e->file, e->fd) &
+                           (nbuckets_.load(std::memory_order_relaxed) - 1)];
     while (*p != e) p = &(*p)->hash_next;
     *p = e->hash_next;
-    size_.store(size_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    size_.store(size_.load(std::memory_order_relaxed) - 1,
+                std::memory_order_relaxed);
   }
   size_t size() const { return size_.load(std::memory_order_relaxed); }
 
@@ -55,7 +59,8 @@ class ItemTable {
   // Rehashes into fresh (zeroed, n buckets, n == WantBuckets()); returns the
   // old array for the caller to free outside the lock.
   EpItem** Grow(EpItem** fresh, size_t n) {
-    for (size_t i = 0, m = nbuckets_.load(std::memory_order_relaxed); i < m; ++i) {
+    for (size_t i = 0, m = nbuckets_.load(std::memory_order_relaxed); i < m;
+         ++i) {
       EpItem* e = buckets_[i];
       while (e) {
         EpItem* next = e->hash_next;
@@ -74,7 +79,8 @@ class ItemTable {
   // Calls fn(item) for every item; fn may Erase the item it is given.
   template <class Fn>
   void ForEach(Fn fn) {
-    for (size_t i = 0, m = nbuckets_.load(std::memory_order_relaxed); i < m; ++i) {
+    for (size_t i = 0, m = nbuckets_.load(std::memory_order_relaxed); i < m;
+         ++i) {
       EpItem* e = buckets_[i];
       while (e) {
         EpItem* next = e->hash_next;
@@ -86,7 +92,8 @@ class ItemTable {
 
  private:
   static size_t Hash(const File* f, int fd) {
-    uint64_t x = reinterpret_cast<uintptr_t>(f) ^ (uint64_t(uint32_t(fd)) << 32);
+    uint64_t x =
+        reinterpret_cast<uintptr_t>(f) ^ (uint64_t(uint32_t(fd)) << 32);
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdULL;
     x ^= x >> 33;

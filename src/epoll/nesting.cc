@@ -16,7 +16,9 @@ constexpr int kPathLimits[kMaxNests + 1] = {1000, 500, 100, 50, 10};
 }  // namespace
 
 Mutex& NestingLock() { return g_nested; }
-uint64_t LoopCheckGen() { return g_loop_check_gen.load(std::memory_order_acquire); }
+uint64_t LoopCheckGen() {
+  return g_loop_check_gen.load(std::memory_order_acquire);
+}
 
 NestingCheck::NestingCheck()
     : gen_(g_loop_check_gen.fetch_add(1, std::memory_order_acq_rel) + 1) {}
@@ -57,8 +59,8 @@ void NestingCheck::AddFile(File* f) {
 
 // How many instance links lead down from ep (0: none), or more than
 // kMaxNests if the walk meets the instance being inserted into (a cycle).
-int NestingCheck::DownDepth(Eventpoll* ep, int depth)
-    NO_THREAD_SAFETY_ANALYSIS {
+int NestingCheck::DownDepth(Eventpoll* ep,
+                            int depth) NO_THREAD_SAFETY_ANALYSIS {
   if (ep->down_gen_ == gen_) return ep->down_depth_;
   int result = 0;
   MutexLock l(ep->mtx_);

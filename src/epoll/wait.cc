@@ -20,7 +20,7 @@ void Eventpoll::DoneScan(ListNode* txlist, ListNode* requeue) {
   // restores arrival order. Items still linked (unprocessed on txlist, or
   // re-queued LT items) keep their place.
   ListNode arrived;
-  for (EpItem* epi = ovflist_, *next; epi != nullptr; epi = next) {
+  for (EpItem *epi = ovflist_, *next; epi != nullptr; epi = next) {
     next = epi->ovf_next;
     epi->ovf_next = kOvfUnactive;
     if (!epi->rdllink.linked()) {
@@ -33,7 +33,8 @@ void Eventpoll::DoneScan(ListNode* txlist, ListNode* requeue) {
   rdllist_.SpliceBack(txlist);
   rdllist_.SpliceBack(&arrived);
   for (ListNode* n = requeue->next; n != requeue; n = n->next) {
-    UEPOLL_CONTAINER_OF(n, EpItem, rdllink)->queued.store(true, std::memory_order_relaxed);
+    UEPOLL_CONTAINER_OF(n, EpItem, rdllink)
+        ->queued.store(true, std::memory_order_relaxed);
   }
   rdllist_.SpliceBack(requeue);
   SyncAvail();
@@ -45,8 +46,8 @@ uint32_t Eventpoll::ItemPoll(EpItem* epi, int depth) {
   return epi->file->Poll(depth) & epi->events.load(std::memory_order_relaxed);
 }
 
-int Eventpoll::SendEvents(epoll_event* events, int maxevents)
-    NO_THREAD_SAFETY_ANALYSIS {
+int Eventpoll::SendEvents(epoll_event* events,
+                          int maxevents) NO_THREAD_SAFETY_ANALYSIS {
   ListNode txlist, requeue;
   MutexLock m(mtx_);
   StartScan(&txlist);
@@ -122,7 +123,9 @@ void Eventpoll::set_params(const EpollParams& p) {
 
 int Eventpoll::CountReadyLocked(int limit) const {
   int n = 0;
-  for (const ListNode* p = rdllist_.next; p != &rdllist_ && n < limit; p = p->next) ++n;
+  for (const ListNode* p = rdllist_.next; p != &rdllist_ && n < limit;
+       p = p->next)
+    ++n;
   return n;
 }
 
@@ -158,9 +161,8 @@ int Eventpoll::Wait(epoll_event* events, int maxevents, const WaitArgs& args) {
 // keeps an LT item from being reported twice in one batch. Returns the
 // events, -EINTR, or 0 when nothing was ready (the caller then waits on to
 // the deadline and returns at the first event).
-int Eventpoll::MinWait(epoll_event* events, int maxevents,
-                       const WaitArgs& args, int64_t min_wait_ns)
-    NO_THREAD_SAFETY_ANALYSIS {
+int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
+                       int64_t min_wait_ns) NO_THREAD_SAFETY_ANALYSIS {
   Deadline until = Deadline::AfterNs(min_wait_ns);
   if (!args.deadline.is_infinite() && args.deadline.at_ns() < until.at_ns()) {
     until = args.deadline;
@@ -191,8 +193,8 @@ int Eventpoll::MinWait(epoll_event* events, int maxevents,
 }
 
 int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
-                        const Deadline& deadline, const sigset_t* sigmask)
-    NO_THREAD_SAFETY_ANALYSIS {
+                        const Deadline& deadline,
+                        const sigset_t* sigmask) NO_THREAD_SAFETY_ANALYSIS {
   bool timed_out = deadline.is_zero();
   bool eavail = avail_.load(std::memory_order_acquire);
   for (;;) {

@@ -57,8 +57,8 @@ void BadInputTest::ExpectUnchanged(Env& e, int next_fd) {
   EXPECT_EQ(PollMask(e.efd), POLLIN | POLLOUT);
   EXPECT_EQ(PollMask(e.rd), POLLIN | POLLRDNORM);
   EXPECT_EQ(PollMask(e.wr), POLLOUT | POLLWRNORM);
-  EXPECT_EQ(PollMask(e.s0), POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM |
-                                POLLWRBAND);
+  EXPECT_EQ(PollMask(e.s0),
+            POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLWRBAND);
   EXPECT_EQ(PollMask(e.s1), POLLOUT | POLLWRNORM | POLLWRBAND);
   for (int fd : {e.ep, e.efd, e.rd, e.wr, e.s0, e.s1}) {
     EXPECT_EQ(B().fcntl(fd, F_GETFD, 0), 0) << fd;
@@ -120,8 +120,8 @@ void BadInputTest::RunGood(const GoodRow* rows, size_t n) {
     long ret = r.call(e);
     int err = errno;
     EXPECT_GE(ret, 0);
-    EXPECT_EQ(err, kSentinel) << "errno touched on success: "
-                              << strerrorname_np(err);
+    EXPECT_EQ(err, kSentinel)
+        << "errno touched on success: " << strerrorname_np(err);
     Release(e);
   }
 }

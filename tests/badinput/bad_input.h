@@ -14,23 +14,23 @@ namespace uepoll_test {
 
 struct Env {
   const Backend* b;
-  int ep;          // watches efd: EPOLLIN, data kItemData
-  int efd;         // eventfd, count 1
-  int rd, wr;      // pipe holding "abc"
-  int s0, s1;      // socketpair, "xy" unread at s0
-  int orphan;      // pipe write end whose reader is closed
-  int shut;        // socket end shut down for writing
-  int shut_peer;   // its peer
-  int file;        // regular file (kernel only; -1 on uepoll)
-  int closed;      // certainly not open
+  int ep;                  // watches efd: EPOLLIN, data kItemData
+  int efd;                 // eventfd, count 1
+  int rd, wr;              // pipe holding "abc"
+  int s0, s1;              // socketpair, "xy" unread at s0
+  int orphan;              // pipe write end whose reader is closed
+  int shut;                // socket end shut down for writing
+  int shut_peer;           // its peer
+  int file;                // regular file (kernel only; -1 on uepoll)
+  int closed;              // certainly not open
   std::vector<int>* made;  // descriptors a row created, closed afterwards
 };
 
 inline constexpr uint64_t kItemData = 42;
 
 enum class State {
-  kKept,        // the failure must leave everything as it was
-  kMayChange,   // the kernel itself changes state (noted per row)
+  kKept,       // the failure must leave everything as it was
+  kMayChange,  // the kernel itself changes state (noted per row)
 };
 
 struct BadRow {

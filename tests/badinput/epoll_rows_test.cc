@@ -8,7 +8,11 @@
 namespace uepoll_test {
 namespace {
 
-#define CALL(expr) [](Env & e) -> long { (void)e; return (expr); }
+#define CALL(expr)     \
+  [](Env& e) -> long { \
+    (void)e;           \
+    return (expr);     \
+  }
 
 long Ctl(Env& e, int epfd, int op, int fd, uint32_t events) {
   struct epoll_event ev {};

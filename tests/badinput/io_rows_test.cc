@@ -11,7 +11,11 @@
 namespace uepoll_test {
 namespace {
 
-#define CALL(expr) [](Env & e) -> long { (void)e; return (expr); }
+#define CALL(expr)     \
+  [](Env& e) -> long { \
+    (void)e;           \
+    return (expr);     \
+  }
 
 int Made(Env& e, int fd) {
   e.made->push_back(fd);
@@ -151,8 +155,7 @@ const BadRow kCloseDup[] = {
     {"dup closed", CALL(e.b->dup(e.closed)), EBADF},
     {"dup -1", CALL(e.b->dup(-1)), EBADF},
     {"dup2 closed old", CALL(e.b->dup2(e.closed, e.efd)), EBADF},
-    {"dup2 closed old onto itself", CALL(e.b->dup2(e.closed, e.closed)),
-     EBADF},
+    {"dup2 closed old onto itself", CALL(e.b->dup2(e.closed, e.closed)), EBADF},
     {"dup2 new -1", CALL(e.b->dup2(e.efd, -1)), EBADF},
     {"dup3 same fd", CALL(e.b->dup3(e.efd, e.efd, 0)), EINVAL},
     {"dup3 same closed fd", CALL(e.b->dup3(e.closed, e.closed, 0)), EINVAL},
@@ -180,7 +183,8 @@ const BadRow kFcntl[] = {
 const GoodRow kGood[] = {
     {"eventfd", CALL(Made(e, e.b->eventfd(0, 0)))},
     {"eventfd all flags",
-     CALL(Made(e, e.b->eventfd(3, EFD_SEMAPHORE | EFD_NONBLOCK | EFD_CLOEXEC)))},
+     CALL(
+         Made(e, e.b->eventfd(3, EFD_SEMAPHORE | EFD_NONBLOCK | EFD_CLOEXEC)))},
     {"pipe",
      [](Env& e) -> long {
        int p[2];
@@ -228,9 +232,7 @@ TEST_P(BadInputIo, ShutdownRows) { RunBad(kShutdown, std::size(kShutdown)); }
 TEST_P(BadInputIo, ReadRows) { RunBad(kRead, std::size(kRead)); }
 TEST_P(BadInputIo, WriteRows) { RunBad(kWrite, std::size(kWrite)); }
 TEST_P(BadInputIo, PollRows) { RunBad(kPoll, std::size(kPoll)); }
-TEST_P(BadInputIo, CloseAndDupRows) {
-  RunBad(kCloseDup, std::size(kCloseDup));
-}
+TEST_P(BadInputIo, CloseAndDupRows) { RunBad(kCloseDup, std::size(kCloseDup)); }
 TEST_P(BadInputIo, FcntlRows) { RunBad(kFcntl, std::size(kFcntl)); }
 TEST_P(BadInputIo, SuccessLeavesErrnoUntouched) {
   RunGood(kGood, std::size(kGood));

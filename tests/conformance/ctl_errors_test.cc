@@ -116,20 +116,20 @@ TEST_P(CtlErrors, AddDupOfInstanceToItselfFailsEinval) {
 TEST_P(CtlErrors, ExclusiveWithAllowedBitsIsAccepted) {
   int ep = Epoll();
   int efd = Eventfd(1);
-  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd,
-                EPOLLEXCLUSIVE | EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP |
-                    EPOLLET,
-                1),
-            0);
+  ASSERT_EQ(
+      Ctl(ep, EPOLL_CTL_ADD, efd,
+          EPOLLEXCLUSIVE | EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP | EPOLLET,
+          1),
+      0);
   EXPECT_EQ(Wait(ep), (std::vector<Ev>{{kInOut, 1}}));
 }
 
 TEST_P(CtlErrors, ExclusiveWithOtherBitsFailsEinval) {
   int ep = Epoll();
   int efd = Eventfd();
-  for (uint32_t bit : {uint32_t(EPOLLPRI), uint32_t(EPOLLRDHUP),
-                       uint32_t(EPOLLONESHOT), uint32_t(EPOLLRDNORM),
-                       uint32_t(EPOLLWRNORM), 1u << 20}) {
+  for (uint32_t bit :
+       {uint32_t(EPOLLPRI), uint32_t(EPOLLRDHUP), uint32_t(EPOLLONESHOT),
+        uint32_t(EPOLLRDNORM), uint32_t(EPOLLWRNORM), 1u << 20}) {
     EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLEXCLUSIVE | EPOLLIN | bit, 0),
                  EINVAL);
   }

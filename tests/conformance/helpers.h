@@ -39,13 +39,13 @@ inline std::ostream& operator<<(std::ostream& os, const Ev& e) {
 
 // A failing call must return -1 and set exactly this errno. errno is cleared
 // first so that a stale value cannot make the check pass.
-#define EXPECT_ERRNO(expr, err)                                          \
-  do {                                                                   \
-    errno = 0;                                                           \
-    long r_ = static_cast<long>(expr);                                   \
-    int e_ = errno;                                                      \
-    EXPECT_EQ(r_, -1) << #expr;                                          \
-    EXPECT_EQ(e_, (err)) << #expr << ": got " << strerrorname_np(e_);    \
+#define EXPECT_ERRNO(expr, err)                                       \
+  do {                                                                \
+    errno = 0;                                                        \
+    long r_ = static_cast<long>(expr);                                \
+    int e_ = errno;                                                   \
+    EXPECT_EQ(r_, -1) << #expr;                                       \
+    EXPECT_EQ(e_, (err)) << #expr << ": got " << strerrorname_np(e_); \
   } while (0)
 
 inline int64_t MonotonicNs() {

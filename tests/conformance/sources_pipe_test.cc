@@ -155,7 +155,8 @@ TEST_P(SourcesPipe, WriteWithoutReaderFailsEpipeAndRaisesSigpipe) {
   int p[2];
   Pipe(p);
   ASSERT_EQ(Close(p[0]), 0);
-  bool raised = RaisesSigpipe([&] { EXPECT_ERRNO(WriteBytes(p[1], 1), EPIPE); });
+  bool raised =
+      RaisesSigpipe([&] { EXPECT_ERRNO(WriteBytes(p[1], 1), EPIPE); });
   EXPECT_TRUE(raised);
 }
 

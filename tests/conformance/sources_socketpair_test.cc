@@ -142,21 +142,24 @@ TEST_P(SourcesSocketpair, WriteAfterOwnShutWrFailsEpipe) {
   int sv[2];
   SocketPair(sv);
   ASSERT_EQ(B().shutdown(sv[0], SHUT_WR), 0);
-  EXPECT_TRUE(RaisesSigpipe([&] { EXPECT_ERRNO(WriteBytes(sv[0], 1), EPIPE); }));
+  EXPECT_TRUE(
+      RaisesSigpipe([&] { EXPECT_ERRNO(WriteBytes(sv[0], 1), EPIPE); }));
 }
 
 TEST_P(SourcesSocketpair, WriteAfterPeerShutRdFailsEpipe) {
   int sv[2];
   SocketPair(sv);
   ASSERT_EQ(B().shutdown(sv[1], SHUT_RD), 0);
-  EXPECT_TRUE(RaisesSigpipe([&] { EXPECT_ERRNO(WriteBytes(sv[0], 1), EPIPE); }));
+  EXPECT_TRUE(
+      RaisesSigpipe([&] { EXPECT_ERRNO(WriteBytes(sv[0], 1), EPIPE); }));
 }
 
 TEST_P(SourcesSocketpair, WriteAfterPeerCloseFailsEpipe) {
   int sv[2];
   SocketPair(sv);
   ASSERT_EQ(Close(sv[1]), 0);
-  EXPECT_TRUE(RaisesSigpipe([&] { EXPECT_ERRNO(WriteBytes(sv[0], 1), EPIPE); }));
+  EXPECT_TRUE(
+      RaisesSigpipe([&] { EXPECT_ERRNO(WriteBytes(sv[0], 1), EPIPE); }));
 }
 
 TEST_P(SourcesSocketpair, DataWrittenBeforeShutWrIsEdgeAndShutWrIsEdge) {

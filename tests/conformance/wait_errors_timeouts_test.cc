@@ -104,7 +104,8 @@ TEST_P(WaitErrors, MaxeventsAtLimitIsAccepted) {
   // (access_ok); a stack address near the top may fail it, so the buffer is
   // on the heap, far below.
   std::vector<epoll_event> ev(1);
-  ASSERT_EQ(B().epoll_wait(ep, ev.data(), INT_MAX / 12, 0), 1) << strerror(errno);
+  ASSERT_EQ(B().epoll_wait(ep, ev.data(), INT_MAX / 12, 0), 1)
+      << strerror(errno);
   EXPECT_EQ(ev[0].data.u64, 3u);
 }
 

@@ -1,7 +1,6 @@
 // Each test pins one deviation from Linux listed in docs/semantics.md: it
 // asserts uepoll's documented behaviour, so that a change to it is noticed
 // and the document updated.
-#include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -13,6 +12,8 @@
 #include <fstream>
 #include <string>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include <uepoll/uepoll.h>
 
@@ -114,7 +115,8 @@ bool WaitUntilSleeping(pid_t tid) {
     std::ifstream f(path);
     std::string s((std::istreambuf_iterator<char>(f)), {});
     auto p = s.rfind(')');
-    if (p != std::string::npos && p + 2 < s.size() && s[p + 2] == 'S') return true;
+    if (p != std::string::npos && p + 2 < s.size() && s[p + 2] == 'S')
+      return true;
     std::this_thread::yield();
   }
   return false;
@@ -132,7 +134,8 @@ TEST_F(Deviations, HandlerThatMakesAnEventReadyEndsTheWaitWithTheEvent) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ASSERT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, g_signal_efd, &ev), 0);
-  struct sigaction sa {}, old{};
+  struct sigaction sa {
+  }, old{};
   sa.sa_handler = WriteFromHandler;
   ASSERT_EQ(sigaction(SIGUSR2, &sa, &old), 0);
   std::atomic<pid_t> tid{0};

@@ -1,4 +1,5 @@
-// uepoll-difffuzz: printing ops and outcomes, readably and as C++ initializers (see interp.h).
+// uepoll-difffuzz: printing ops and outcomes, readably and as C++ initializers
+// (see interp.h).
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -46,40 +47,58 @@ std::string Bits(uint64_t v, const std::pair<uint64_t, const char*>* names,
 }
 
 const std::pair<uint64_t, const char*> kEpollBits[] = {
-    {EPOLLIN, "IN"},        {EPOLLOUT, "OUT"},       {EPOLLPRI, "PRI"},
-    {EPOLLERR, "ERR"},      {EPOLLHUP, "HUP"},       {EPOLLRDHUP, "RDHUP"},
-    {EPOLLRDNORM, "RDNORM"}, {EPOLLWRNORM, "WRNORM"}, {EPOLLRDBAND, "RDBAND"},
-    {EPOLLWRBAND, "WRBAND"}, {EPOLLMSG, "MSG"},       {EPOLLET, "ET"},
+    {EPOLLIN, "IN"},           {EPOLLOUT, "OUT"},
+    {EPOLLPRI, "PRI"},         {EPOLLERR, "ERR"},
+    {EPOLLHUP, "HUP"},         {EPOLLRDHUP, "RDHUP"},
+    {EPOLLRDNORM, "RDNORM"},   {EPOLLWRNORM, "WRNORM"},
+    {EPOLLRDBAND, "RDBAND"},   {EPOLLWRBAND, "WRBAND"},
+    {EPOLLMSG, "MSG"},         {EPOLLET, "ET"},
     {EPOLLONESHOT, "ONESHOT"}, {EPOLLEXCLUSIVE, "EXCLUSIVE"},
     {EPOLLWAKEUP, "WAKEUP"}};
 
-std::string Ev(uint64_t v) { return Bits(v, kEpollBits, std::size(kEpollBits)); }
+std::string Ev(uint64_t v) {
+  return Bits(v, kEpollBits, std::size(kEpollBits));
+}
 
 std::string OpenFlags(uint64_t v) {
   static const std::pair<uint64_t, const char*> kBits[] = {
-      {O_NONBLOCK, "NONBLOCK"}, {O_CLOEXEC, "CLOEXEC"}, {O_DIRECT, "DIRECT"},
-      {O_APPEND, "APPEND"},     {EFD_SEMAPHORE, "SEMAPHORE"}};
+      {O_NONBLOCK, "NONBLOCK"},
+      {O_CLOEXEC, "CLOEXEC"},
+      {O_DIRECT, "DIRECT"},
+      {O_APPEND, "APPEND"},
+      {EFD_SEMAPHORE, "SEMAPHORE"}};
   return Bits(v, kBits, std::size(kBits));
 }
 
 std::string CtlOp(int64_t op) {
   switch (op) {
-    case EPOLL_CTL_ADD: return "ADD";
-    case EPOLL_CTL_MOD: return "MOD";
-    case EPOLL_CTL_DEL: return "DEL";
-    default: return "op" + std::to_string(op);
+    case EPOLL_CTL_ADD:
+      return "ADD";
+    case EPOLL_CTL_MOD:
+      return "MOD";
+    case EPOLL_CTL_DEL:
+      return "DEL";
+    default:
+      return "op" + std::to_string(op);
   }
 }
 
 std::string FcntlCmd(int64_t c) {
   switch (c) {
-    case F_GETFL: return "F_GETFL";
-    case F_SETFL: return "F_SETFL";
-    case F_GETFD: return "F_GETFD";
-    case F_SETFD: return "F_SETFD";
-    case F_DUPFD: return "F_DUPFD";
-    case F_DUPFD_CLOEXEC: return "F_DUPFD_CLOEXEC";
-    default: return std::to_string(c);
+    case F_GETFL:
+      return "F_GETFL";
+    case F_SETFL:
+      return "F_SETFL";
+    case F_GETFD:
+      return "F_GETFD";
+    case F_SETFD:
+      return "F_SETFD";
+    case F_DUPFD:
+      return "F_DUPFD";
+    case F_DUPFD_CLOEXEC:
+      return "F_DUPFD_CLOEXEC";
+    default:
+      return std::to_string(c);
   }
 }
 
@@ -87,12 +106,12 @@ std::string FcntlCmd(int64_t c) {
 
 const char* KName(K k) {
   static const char* const kNames[] = {
-      "kEventfd", "kPipe2", "kSocketpair", "kEpollCreate", "kEpollCreate1",
-      "kCtl", "kWait", "kPoll", "kPollAll", "kRead", "kWrite", "kShutdown",
-      "kDup", "kDup2", "kDup3", "kFcntl", "kClose", "kCount"};
+      "kEventfd", "kPipe2",    "kSocketpair", "kEpollCreate", "kEpollCreate1",
+      "kCtl",     "kWait",     "kPoll",       "kPollAll",     "kRead",
+      "kWrite",   "kShutdown", "kDup",        "kDup2",        "kDup3",
+      "kFcntl",   "kClose",    "kCount"};
   return kNames[static_cast<int>(k)];
 }
-
 
 std::string Describe(const Op& op) {
   char b[256];
@@ -106,7 +125,8 @@ std::string Describe(const Op& op) {
                OpenFlags(static_cast<uint64_t>(op.b) | O_NONBLOCK).c_str());
       break;
     case K::kSocketpair:
-      snprintf(b, sizeof b, "socketpair(%" PRId64 ", 0x%" PRIx64 "|NONBLOCK, %" PRIu64 ")",
+      snprintf(b, sizeof b,
+               "socketpair(%" PRId64 ", 0x%" PRIx64 "|NONBLOCK, %" PRIu64 ")",
                op.a, op.b, op.c);
       break;
     case K::kEpollCreate:
@@ -144,24 +164,29 @@ std::string Describe(const Op& op) {
     case K::kPollAll:
       return "poll(every number in the span, IN|OUT|PRI|RDHUP)";
     case K::kRead:
-      snprintf(b, sizeof b, "read(%s, %" PRId64 " bytes)", H(op.h[0]).c_str(), op.a);
+      snprintf(b, sizeof b, "read(%s, %" PRId64 " bytes)", H(op.h[0]).c_str(),
+               op.a);
       break;
     case K::kWrite:
-      snprintf(b, sizeof b, "write(%s, %" PRId64 " bytes, first 8 = 0x%" PRIx64 ")",
+      snprintf(b, sizeof b,
+               "write(%s, %" PRId64 " bytes, first 8 = 0x%" PRIx64 ")",
                H(op.h[0]).c_str(), op.a, op.c);
       break;
     case K::kShutdown:
-      snprintf(b, sizeof b, "shutdown(%s, %" PRId64 ")", H(op.h[0]).c_str(), op.a);
+      snprintf(b, sizeof b, "shutdown(%s, %" PRId64 ")", H(op.h[0]).c_str(),
+               op.a);
       break;
     case K::kDup:
       snprintf(b, sizeof b, "dup(%s)", H(op.h[0]).c_str());
       break;
     case K::kDup2:
-      snprintf(b, sizeof b, "dup2(%s, %s)", H(op.h[0]).c_str(), H(op.h[1]).c_str());
+      snprintf(b, sizeof b, "dup2(%s, %s)", H(op.h[0]).c_str(),
+               H(op.h[1]).c_str());
       break;
     case K::kDup3:
       snprintf(b, sizeof b, "dup3(%s, %s, %s)", H(op.h[0]).c_str(),
-               H(op.h[1]).c_str(), OpenFlags(static_cast<uint64_t>(op.b)).c_str());
+               H(op.h[1]).c_str(),
+               OpenFlags(static_cast<uint64_t>(op.b)).c_str());
       break;
     case K::kFcntl:
       snprintf(b, sizeof b, "fcntl(%s, %s, %" PRId64 ")", H(op.h[0]).c_str(),
@@ -179,15 +204,19 @@ std::string Describe(const Op& op) {
 std::string ToCode(const Op& op) {
   char b[256];
   snprintf(b, sizeof b,
-           "{K::%s, {%d, %d, %d, %d}, %" PRId64 ", %" PRId64 ", 0x%" PRIx64 "ull}",
+           "{K::%s, {%d, %d, %d, %d}, %" PRId64 ", %" PRId64 ", 0x%" PRIx64
+           "ull}",
            KName(op.k), op.h[0], op.h[1], op.h[2], op.h[3], op.a, op.b, op.c);
   return b;
 }
 
 std::string Describe(const Outcome& o, const Op& op) {
   std::string s = "ret " + std::to_string(o.ret);
-  if (o.err > 0) s += std::string(" errno ") + (strerrorname_np(o.err) ? strerrorname_np(o.err) : "?");
-  if (o.err < 0) s += " (errno changed on success to " + std::to_string(-o.err) + ")";
+  if (o.err > 0)
+    s += std::string(" errno ") +
+         (strerrorname_np(o.err) ? strerrorname_np(o.err) : "?");
+  if (o.err < 0)
+    s += " (errno changed on success to " + std::to_string(-o.err) + ")";
   if (o.out.empty()) return s;
   s += " [";
   for (size_t i = 0; i < o.out.size(); ++i) {
@@ -209,11 +238,12 @@ std::string Describe(const Outcome& o, const Op& op) {
 
 std::string Report(const std::vector<Op>& ops, const Mismatch& m) {
   std::string s;
-  s += "  differs at op " + std::to_string(m.index) + " (" + m.what + "): " +
-       Describe(m.op) + "\n";
+  s += "  differs at op " + std::to_string(m.index) + " (" + m.what +
+       "): " + Describe(m.op) + "\n";
   s += "    kernel: " + Describe(m.kernel, m.op) + "\n";
   s += "    uepoll: " + Describe(m.uepoll, m.op) + "\n";
-  s += "  sequence (" + std::to_string(ops.size()) + " ops; h<i> = the i-th "
+  s += "  sequence (" + std::to_string(ops.size()) +
+       " ops; h<i> = the i-th "
        "descriptor created, fd#<n> = the n-th number of the span):\n";
   for (size_t i = 0; i < ops.size(); ++i) {
     s += "    #" + std::to_string(i) + "  " + Describe(ops[i]) + "\n";

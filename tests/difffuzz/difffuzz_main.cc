@@ -28,7 +28,8 @@ namespace {
 
 void Usage() {
   std::fprintf(stderr,
-               "usage: uepoll-difffuzz [--seed N] [--ops N] [--keep-going] [--skip-known] [--stats]\n");
+               "usage: uepoll-difffuzz [--seed N] [--ops N] [--keep-going] "
+               "[--skip-known] [--stats]\n");
 }
 
 }  // namespace
@@ -95,10 +96,9 @@ int main(int argc, char** argv) {
     }
     if (same) continue;
     ++mismatches;
-    std::printf(
-        "MISMATCH: seed %" PRIu64 ", op %" PRIu64 " (sequence %" PRIu64
-        ", op %zu of it)\n",
-        seed, first_op + m.index, sequences - 1, m.index);
+    std::printf("MISMATCH: seed %" PRIu64 ", op %" PRIu64 " (sequence %" PRIu64
+                ", op %zu of it)\n",
+                seed, first_op + m.index, sequences - 1, m.index);
     std::printf("  op: %s\n    kernel: %s\n    uepoll: %s\n",
                 difffuzz::Describe(m.op).c_str(),
                 difffuzz::Describe(m.kernel, m.op).c_str(),
@@ -120,9 +120,10 @@ int main(int argc, char** argv) {
     std::printf("outcomes per op kind (kernel side):\n%s",
                 difffuzz::CoverageSummary().c_str());
   }
-  std::printf("uepoll-difffuzz: seed %" PRIu64 ": %" PRIu64
-              " ops in %" PRIu64 " sequences, %.2f s (%.0f ops/s), %d %s\n",
-              seed, done, sequences, t, t > 0 ? static_cast<double>(done) / t : 0.0,
-              mismatches, mismatches == 1 ? "mismatch" : "mismatches");
+  std::printf("uepoll-difffuzz: seed %" PRIu64 ": %" PRIu64 " ops in %" PRIu64
+              " sequences, %.2f s (%.0f ops/s), %d %s\n",
+              seed, done, sequences, t,
+              t > 0 ? static_cast<double>(done) / t : 0.0, mismatches,
+              mismatches == 1 ? "mismatch" : "mismatches");
   return mismatches ? 1 : 0;
 }

@@ -1,4 +1,5 @@
-// uepoll-difffuzz: the generator: a random op suited to the current handle table (see interp.h).
+// uepoll-difffuzz: the generator: a random op suited to the current handle
+// table (see interp.h).
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -31,7 +32,8 @@ int32_t Session::PickHandle(Chooser& ch, int want) const {
         return static_cast<int32_t>(table_.size() + ch.Below(8));
     }
   }
-  if (r < 12) return static_cast<int32_t>(ch.Below(static_cast<uint32_t>(table_.size())));
+  if (r < 12)
+    return static_cast<int32_t>(ch.Below(static_cast<uint32_t>(table_.size())));
   int cand[kFdSpan];
   int n = 0, nany = 0;
   int any[kFdSpan];
@@ -57,22 +59,22 @@ Op Session::Generate(Chooser& ch) const {
   // EMFILE now and then).
   int create_w = open < 8 ? 12 : open < 40 ? 4 : 1;
   const int w[] = {
-      create_w,      // eventfd
-      create_w,      // pipe2
-      create_w,      // socketpair
-      1,             // epoll_create
-      create_w,      // epoll_create1
-      26,            // ctl
-      14,            // wait
-      5,             // poll
-      1,             // poll all
-      12,            // read
-      14,            // write
-      2,             // shutdown
-      2,             // dup
-      2,             // dup2
-      1,             // dup3
-      2,             // fcntl
+      create_w,            // eventfd
+      create_w,            // pipe2
+      create_w,            // socketpair
+      1,                   // epoll_create
+      create_w,            // epoll_create1
+      26,                  // ctl
+      14,                  // wait
+      5,                   // poll
+      1,                   // poll all
+      12,                  // read
+      14,                  // write
+      2,                   // shutdown
+      2,                   // dup
+      2,                   // dup2
+      1,                   // dup3
+      2,                   // fcntl
       open > 30 ? 12 : 4,  // close
   };
   int total = 0;
@@ -88,10 +90,14 @@ Op Session::Generate(Chooser& ch) const {
   const int kSock = static_cast<int>(K::kSocketpair);
   auto source_kind = [&] {
     switch (ch.Below(4)) {
-      case 0: return kEfd;
-      case 1: return kPipeRd;
-      case 2: return kPipeWr;
-      default: return kSock;
+      case 0:
+        return kEfd;
+      case 1:
+        return kPipeRd;
+      case 2:
+        return kPipeWr;
+      default:
+        return kSock;
     }
   };
   auto small_or_big = [&]() -> uint64_t {
@@ -118,13 +124,26 @@ Op Session::Generate(Chooser& ch) const {
       // Invalid arguments (never SOCK_DGRAM/SEQPACKET/RAW: unsupported by
       // uepoll, a documented deviation).
       switch (ch.Below(60)) {
-        case 0: op.a = AF_INET; break;
-        case 1: op.a = 12345; break;
-        case 2: op.b = 7; break;
-        case 3: op.b = 99; break;
-        case 4: op.b = SOCK_STREAM | 0x1000; break;
-        case 5: op.c = 5; break;
-        default: break;
+        case 0:
+          op.a = AF_INET;
+          break;
+        case 1:
+          op.a = 12345;
+          break;
+        case 2:
+          op.b = 7;
+          break;
+        case 3:
+          op.b = 99;
+          break;
+        case 4:
+          op.b = SOCK_STREAM | 0x1000;
+          break;
+        case 5:
+          op.c = 5;
+          break;
+        default:
+          break;
       }
       break;
     }
@@ -172,8 +191,8 @@ Op Session::Generate(Chooser& ch) const {
     }
     case K::kWait: {
       op.h[0] = PickHandle(ch, kEpoll);
-      static const int64_t kMax[] = {1, 2, 3, 4, 8, 64, 1, 2, 0, -1,
-                                     INT_MAX / 12 + 1};
+      static const int64_t kMax[] = {
+          1, 2, 3, 4, 8, 64, 1, 2, 0, -1, INT_MAX / 12 + 1};
       op.a = kMax[ch.Below(ch.OneIn(10) ? 11 : 8)];
       uint32_t r = ch.Below(50);
       op.b = r < 5 ? 1 : r == 5 ? 2 : 0;
@@ -182,10 +201,9 @@ Op Session::Generate(Chooser& ch) const {
     case K::kPoll: {
       op.b = 1 + ch.Below(4);
       if (ch.OneIn(30)) op.b = 0;
-      static const uint16_t kBits[] = {POLLIN,     POLLOUT,    POLLPRI,
-                                       POLLRDHUP,  POLLERR,    POLLHUP,
-                                       POLLRDNORM, POLLWRNORM, POLLRDBAND,
-                                       POLLWRBAND, POLLNVAL,   POLLMSG};
+      static const uint16_t kBits[] = {
+          POLLIN,     POLLOUT,    POLLPRI,    POLLRDHUP,  POLLERR,  POLLHUP,
+          POLLRDNORM, POLLWRNORM, POLLRDBAND, POLLWRBAND, POLLNVAL, POLLMSG};
       uint64_t masks = 0;
       for (int i = 0; i < 4; ++i) {
         op.h[i] = PickHandle(ch, ch.OneIn(4) ? kEpoll : -1);
@@ -226,8 +244,14 @@ Op Session::Generate(Chooser& ch) const {
       uint32_t r = ch.Below(10);
       if (want == kEfd && r < 8) {
         op.a = 8;
-        static const uint64_t kVals[] = {0, 1, 2, 3, 100, ~uint64_t{0} - 1,
-                                         ~uint64_t{0}, ~uint64_t{0} - 5,
+        static const uint64_t kVals[] = {0,
+                                         1,
+                                         2,
+                                         3,
+                                         100,
+                                         ~uint64_t{0} - 1,
+                                         ~uint64_t{0},
+                                         ~uint64_t{0} - 5,
                                          uint64_t{1} << 63};
         op.c = kVals[ch.Below(9)];
         break;
@@ -256,8 +280,9 @@ Op Session::Generate(Chooser& ch) const {
     case K::kDup2:
     case K::kDup3:
       op.h[0] = PickHandle(ch, -1);
-      op.h[1] = ch.OneIn(2) ? PickHandle(ch, -1)
-                            : kRawBase - static_cast<int32_t>(ch.Below(kFdSpan + 4));
+      op.h[1] = ch.OneIn(2)
+                    ? PickHandle(ch, -1)
+                    : kRawBase - static_cast<int32_t>(ch.Below(kFdSpan + 4));
       if (op.k == K::kDup3) {
         static const int64_t kFlags[] = {0, O_CLOEXEC, O_CLOEXEC, O_NONBLOCK};
         op.b = kFlags[ch.Below(4)];
@@ -265,9 +290,8 @@ Op Session::Generate(Chooser& ch) const {
       break;
     case K::kFcntl: {
       op.h[0] = PickHandle(ch, -1);
-      static const int64_t kCmds[] = {F_GETFL, F_SETFL,  F_GETFD,
-                                      F_SETFD, F_DUPFD, F_DUPFD_CLOEXEC,
-                                      9999};
+      static const int64_t kCmds[] = {
+          F_GETFL, F_SETFL, F_GETFD, F_SETFD, F_DUPFD, F_DUPFD_CLOEXEC, 9999};
       op.a = kCmds[ch.Below(7)];
       if (op.a == F_SETFL) op.b = ch.OneIn(3) ? O_DIRECT : 0;
       if (op.a == F_SETFD) op.b = ch.Below(2);

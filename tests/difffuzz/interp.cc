@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -14,7 +15,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/sockios.h>
 
 #include <cinttypes>
 #include <cstdio>
@@ -78,7 +78,8 @@ unsigned char g_ubuf[kMaxWrite + 16];
 // ---------------------------------------------------------------- session
 
 Session::Session(bool skip_known) : skip_known_(skip_known) {
-  struct sigaction ign {}, old {};
+  struct sigaction ign {
+  }, old{};
   ign.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &ign, &old);
   old_sigpipe_ = reinterpret_cast<void*>(old.sa_handler);
@@ -247,7 +248,8 @@ Outcome Session::Exec(bool kernel, const Op& op, Fds f[4]) {
         p[i].revents = 0x7777;
       }
       o.ret = b.poll(n ? p : nullptr, n, 0);
-      for (nfds_t i = 0; i < n; ++i) o.out.push_back(static_cast<uint16_t>(p[i].revents));
+      for (nfds_t i = 0; i < n; ++i)
+        o.out.push_back(static_cast<uint16_t>(p[i].revents));
       break;
     }
     case K::kPollAll: {
@@ -433,8 +435,12 @@ bool Session::Teardown(size_t index, Mismatch* m) {
 bool RunSequence(const std::vector<Op>& ops, Mismatch* m, bool skip_known) {
   Session s(skip_known);
   if (!s.ok()) {
-    if (m) *m = {0, Op{K::kCount, {0, 0, 0, 0}, 0, 0, 0}, {}, {},
-                 "setup: " + s.setup_error()};
+    if (m)
+      *m = {0,
+            Op{K::kCount, {0, 0, 0, 0}, 0, 0, 0},
+            {},
+            {},
+            "setup: " + s.setup_error()};
     return false;
   }
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -484,8 +490,9 @@ std::string CoverageSummary() {
          std::to_string(g_cov_nonempty[k]) + ")";
     for (int e = 1; e < 134; ++e) {
       if (g_cov[k][e]) {
-        s += std::string(", ") + (strerrorname_np(e) ? strerrorname_np(e) : "?") +
-             " " + std::to_string(g_cov[k][e]);
+        s += std::string(", ") +
+             (strerrorname_np(e) ? strerrorname_np(e) : "?") + " " +
+             std::to_string(g_cov[k][e]);
       }
     }
     s += "\n";

@@ -31,25 +31,25 @@
 namespace difffuzz {
 
 enum class K : uint8_t {
-  kEventfd,      // a = initval, b = flags
-  kPipe2,        // b = flags
-  kSocketpair,   // a = domain, b = type, c = protocol
-  kEpollCreate,  // a = size
-  kEpollCreate1, // b = flags
-  kCtl,          // h0 = epfd, h1 = fd, a = op, b = events, c = data;
-                 // h2 != 0: NULL event pointer
-  kWait,         // h0 = epfd, a = maxevents; b = 0: epoll_wait, 1: pwait2
-                 // {0,0}, 2: pwait2 with an invalid timespec
-  kPoll,         // h0..h3 = fds (b = nfds), a = 4 x 16-bit event masks
-  kPollAll,      // poll every handle with IN|OUT|PRI|RDHUP: a state probe
-  kRead,         // h0 = fd, a = count
-  kWrite,        // h0 = fd, a = count, c = eventfd value / pattern seed
-  kShutdown,     // h0 = fd, a = how
-  kDup,          // h0 = fd
-  kDup2,         // h0 = old, h1 = new
-  kDup3,         // h0 = old, h1 = new, b = flags
-  kFcntl,        // h0 = fd, a = cmd, b = arg
-  kClose,        // h0 = fd
+  kEventfd,       // a = initval, b = flags
+  kPipe2,         // b = flags
+  kSocketpair,    // a = domain, b = type, c = protocol
+  kEpollCreate,   // a = size
+  kEpollCreate1,  // b = flags
+  kCtl,           // h0 = epfd, h1 = fd, a = op, b = events, c = data;
+                  // h2 != 0: NULL event pointer
+  kWait,          // h0 = epfd, a = maxevents; b = 0: epoll_wait, 1: pwait2
+                  // {0,0}, 2: pwait2 with an invalid timespec
+  kPoll,          // h0..h3 = fds (b = nfds), a = 4 x 16-bit event masks
+  kPollAll,       // poll every handle with IN|OUT|PRI|RDHUP: a state probe
+  kRead,          // h0 = fd, a = count
+  kWrite,         // h0 = fd, a = count, c = eventfd value / pattern seed
+  kShutdown,      // h0 = fd, a = how
+  kDup,           // h0 = fd
+  kDup2,          // h0 = old, h1 = new
+  kDup3,          // h0 = old, h1 = new, b = flags
+  kFcntl,         // h0 = fd, a = cmd, b = arg
+  kClose,         // h0 = fd
   kCount
 };
 
@@ -78,11 +78,11 @@ struct Outcome {
 };
 
 struct Mismatch {
-  size_t index;       // op index in the sequence; == size: the teardown
+  size_t index;  // op index in the sequence; == size: the teardown
   Op op;
   Outcome kernel;
   Outcome uepoll;
-  std::string what;   // which check failed
+  std::string what;  // which check failed
 };
 
 // The descriptor span: offsets [0, kFdSpan) are usable on both backends.
@@ -96,7 +96,9 @@ class Chooser {
  public:
   virtual ~Chooser() = default;
   virtual uint64_t Next() = 0;
-  uint32_t Below(uint32_t n) { return n ? static_cast<uint32_t>(Next() % n) : 0; }
+  uint32_t Below(uint32_t n) {
+    return n ? static_cast<uint32_t>(Next() % n) : 0;
+  }
   bool OneIn(uint32_t n) { return Below(n) == 0; }
 };
 
@@ -203,10 +205,10 @@ std::vector<Op> Shrink(std::vector<Op> ops, const Mismatch& first,
 // over every Session::Run in this process; for --stats.
 std::string CoverageSummary();
 
-const char* KName(K k);               // "kCtl"
+const char* KName(K k);  // "kCtl"
 
-std::string Describe(const Op& op);   // readable: "epoll_ctl(h3, ADD, h1, ...)"
-std::string ToCode(const Op& op);     // a C++ initializer for regressions
+std::string Describe(const Op& op);  // readable: "epoll_ctl(h3, ADD, h1, ...)"
+std::string ToCode(const Op& op);    // a C++ initializer for regressions
 std::string Describe(const Outcome& o, const Op& op);
 std::string Report(const std::vector<Op>& ops, const Mismatch& m);
 

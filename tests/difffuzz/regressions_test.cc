@@ -1,12 +1,12 @@
 // Every difference uepoll-difffuzz found, as the shrunk op sequence it
 // printed, run through the same interpreter on the kernel and on uepoll.
 // A test fails while uepoll still differs from the kernel on its sequence.
-#include <gtest/gtest.h>
-
 #include <fcntl.h>
 #include <sys/socket.h>
 
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "difffuzz/interp.h"
 #include "support/fixture.h"
@@ -40,8 +40,8 @@ TEST(DiffFuzzRegressions, interpreter__basic_sequence_agrees) {
 // a documented deviation (uepoll supports stream socket pairs only).
 TEST(DiffFuzzRegressions, interpreter__reports_a_known_deviation) {
   Mismatch m;
-  EXPECT_FALSE(RunSequence({{K::kSocketpair, {0, 0, 0, 0}, AF_UNIX, SOCK_DGRAM, 0}},
-                           &m));
+  EXPECT_FALSE(RunSequence(
+      {{K::kSocketpair, {0, 0, 0, 0}, AF_UNIX, SOCK_DGRAM, 0}}, &m));
   EXPECT_EQ(m.index, 0u);
   EXPECT_EQ(m.kernel.ret, 0);
   EXPECT_EQ(m.uepoll.ret, -1);
@@ -68,13 +68,16 @@ TEST(DiffFuzzRegressions, socketpair__full_table_emfile_beats_bad_type) {
   ExpectSame(FullTableThen({K::kSocketpair, {0, 0, 0, 0}, AF_UNIX, 7, 0}));
 }
 TEST(DiffFuzzRegressions, socketpair__full_table_emfile_beats_bad_domain) {
-  ExpectSame(FullTableThen({K::kSocketpair, {0, 0, 0, 0}, 12345, SOCK_STREAM, 0}));
+  ExpectSame(
+      FullTableThen({K::kSocketpair, {0, 0, 0, 0}, 12345, SOCK_STREAM, 0}));
 }
 TEST(DiffFuzzRegressions, socketpair__full_table_emfile_beats_bad_protocol) {
-  ExpectSame(FullTableThen({K::kSocketpair, {0, 0, 0, 0}, AF_UNIX, SOCK_STREAM, 5}));
+  ExpectSame(
+      FullTableThen({K::kSocketpair, {0, 0, 0, 0}, AF_UNIX, SOCK_STREAM, 5}));
 }
 TEST(DiffFuzzRegressions, socketpair__full_table_emfile_beats_af_inet) {
-  ExpectSame(FullTableThen({K::kSocketpair, {0, 0, 0, 0}, AF_INET, SOCK_STREAM, 0}));
+  ExpectSame(
+      FullTableThen({K::kSocketpair, {0, 0, 0, 0}, AF_INET, SOCK_STREAM, 0}));
 }
 // With one number left the kernel reserves it, fails the second: EMFILE too.
 TEST(DiffFuzzRegressions, socketpair__one_free_number_emfile_beats_bad_type) {

@@ -3,7 +3,6 @@
 // is pinned without depending on the machine's speed: a minimum wait of an
 // hour proves that a call skipped it (it returned at all), and elapsed
 // times are only ever checked from below.
-#include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <pthread.h>
 #include <signal.h>
@@ -16,6 +15,8 @@
 #include <fstream>
 #include <string>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include <uepoll/uepoll.h>
 
@@ -40,7 +41,8 @@ bool WaitUntilSleeping(pid_t tid) {
     std::ifstream f(path);
     std::string s((std::istreambuf_iterator<char>(f)), {});
     auto p = s.rfind(')');
-    if (p != std::string::npos && p + 2 < s.size() && s[p + 2] == 'S') return true;
+    if (p != std::string::npos && p + 2 < s.size() && s[p + 2] == 'S')
+      return true;
     std::this_thread::yield();
   }
   return false;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
 #include <uepoll/debug.h>
 #include <uepoll/uepoll.h>
 
@@ -57,7 +58,8 @@ std::vector<uint64_t> ReadyData(int ep) {
   epoll_event evs[256];
   int n = uepoll_epoll_wait(ep, evs, 256, 0);
   std::vector<uint64_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(uint64_t{evs[i].data.u64});  // packed
+  for (int i = 0; i < n; ++i)
+    out.push_back(uint64_t{evs[i].data.u64});  // packed
   return out;
 }
 
@@ -72,7 +74,8 @@ class Scenario {
     int ep_old = Create("epoll_create", [] { return uepoll_epoll_create(1); });
     int efd = Create("eventfd", [] { return uepoll_eventfd(1, EFD_NONBLOCK); });
     int p[2], s[2];
-    CreatePair("pipe2", p, [](int* fds) { return uepoll_pipe2(fds, O_NONBLOCK); });
+    CreatePair("pipe2", p,
+               [](int* fds) { return uepoll_pipe2(fds, O_NONBLOCK); });
     CreatePair("socketpair", s, [](int* fds) {
       return uepoll_socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds);
     });
@@ -93,9 +96,12 @@ class Scenario {
     // Nesting. inner watches 20 leaves; chain: top -> mid -> inner.
     //   top --(lt)--> mid --(et)--> inner --(lt)--> many[0..19]
     //   ep  --(lt)--> inner
-    int inner = Create("epoll_create1 inner", [] { return uepoll_epoll_create1(0); });
-    int mid = Create("epoll_create1 mid", [] { return uepoll_epoll_create1(0); });
-    int top = Create("epoll_create1 top", [] { return uepoll_epoll_create1(0); });
+    int inner =
+        Create("epoll_create1 inner", [] { return uepoll_epoll_create1(0); });
+    int mid =
+        Create("epoll_create1 mid", [] { return uepoll_epoll_create1(0); });
+    int top =
+        Create("epoll_create1 top", [] { return uepoll_epoll_create1(0); });
     for (int i = 0; i < 20; ++i) {
       Add("ADD leaf into inner", inner, many[static_cast<size_t>(i)], EPOLLIN,
           200 + static_cast<uint64_t>(i));
@@ -120,18 +126,23 @@ class Scenario {
     int d1 = Create("dup", [&] { return uepoll_dup(efd); });
     int target = UEPOLL_FD_BASE + 900;
     int d2 = Create("dup2", [&] { return uepoll_dup2(p[0], target); });
-    int d3 = Create("dup3", [&] { return uepoll_dup3(s[0], target + 1, O_CLOEXEC); });
-    int d4 = Create("F_DUPFD", [&] { return uepoll_fcntl(ep, F_DUPFD, UEPOLL_FD_BASE + 950); });
+    int d3 = Create("dup3",
+                    [&] { return uepoll_dup3(s[0], target + 1, O_CLOEXEC); });
+    int d4 = Create("F_DUPFD", [&] {
+      return uepoll_fcntl(ep, F_DUPFD, UEPOLL_FD_BASE + 950);
+    });
 
     // Waits, nested included.
     Check("epoll_wait ep", [&] { return uepoll_epoll_wait(ep, evs_, 64, 0); });
-    Check("epoll_wait top", [&] { return uepoll_epoll_wait(top, evs_, 64, 0); });
+    Check("epoll_wait top",
+          [&] { return uepoll_epoll_wait(top, evs_, 64, 0); });
     Check("MOD", [&] {
       epoll_event ev{};
       ev.events = EPOLLOUT;
       return uepoll_epoll_ctl(ep, EPOLL_CTL_MOD, efd, &ev);
     });
-    Check("DEL", [&] { return uepoll_epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr); });
+    Check("DEL",
+          [&] { return uepoll_epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr); });
     Check("shutdown", [&] { return uepoll_shutdown(s[1], SHUT_WR); });
 
     // Close everything: the instances last but one (so that items die with
@@ -229,7 +240,8 @@ class Scenario {
         failures.push_back("pipe write (ENOMEM)");
         continue;
       }
-      if (static_cast<size_t>(w) < n - done) failures.push_back("pipe write (short)");
+      if (static_cast<size_t>(w) < n - done)
+        failures.push_back("pipe write (short)");
       done += static_cast<size_t>(w);
     }
     ssize_t r = uepoll_read(rd, in.data(), in.size());
@@ -303,8 +315,10 @@ TEST(AllocFailure, scenario__every_allocation_fails_cleanly_once) {
   const long total = CountAllocations();
   ExpectNoUepollLeaks();
   ASSERT_GT(total, 100) << "the scenario should reach many allocations";
-  std::printf("alloc_failure: the scenario makes %ld allocations; injecting "
-              "a failure at each N in 1..%ld\n", total, total);
+  std::printf(
+      "alloc_failure: the scenario makes %ld allocations; injecting "
+      "a failure at each N in 1..%ld\n",
+      total, total);
   std::map<std::string, std::vector<long>> sites;  // step -> the N failing it
   for (long n = 1; n <= total; ++n) {
     SCOPED_TRACE("failing allocation N = " + std::to_string(n));

@@ -169,7 +169,8 @@ TEST(BadInputDebugApi, debug_calls__reject_bad_arguments_and_change_nothing) {
   EXPECT_ERRNO(uepoll_debug_set_fd_limit(-1), EINVAL);
   EXPECT_ERRNO(uepoll_debug_set_fd_limit(LONG_MIN), EINVAL);
   EXPECT_ERRNO(uepoll_debug_set_fd_limit(cap + 1), EINVAL);
-  EXPECT_EQ(uepoll_debug_set_fd_limit(before), cap) << "limit unchanged by errors";
+  EXPECT_EQ(uepoll_debug_set_fd_limit(before), cap)
+      << "limit unchanged by errors";
   EXPECT_ERRNO(uepoll_debug_fail_alloc(-1), EINVAL);
   EXPECT_ERRNO(uepoll_debug_fail_alloc(LONG_MIN), EINVAL);
   // fail_alloc(-1) must not have armed anything: creation works.

@@ -39,7 +39,8 @@ class StressRegressions : public BackendTest {};
 //
 //   t: poll({a, IN}, {b, IN}, 5 s)      main: close(a); write(b, 1)
 //   kernel: 2, a -> POLLNVAL, b -> POLLIN
-TEST_P(StressRegressions, poll__descriptor_closed_during_blocking_poll_is_pollnval) {
+TEST_P(StressRegressions,
+       poll__descriptor_closed_during_blocking_poll_is_pollnval) {
   int a = Eventfd(0);
   int b = Eventfd(0);
   pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
@@ -58,7 +59,8 @@ TEST_P(StressRegressions, poll__descriptor_closed_during_blocking_poll_is_pollnv
 
 // The same through an instance: a poller blocked on an epoll descriptor that
 // is closed while the poller sleeps, woken by the instance's own event.
-TEST_P(StressRegressions, poll__instance_closed_during_blocking_poll_is_pollnval) {
+TEST_P(StressRegressions,
+       poll__instance_closed_during_blocking_poll_is_pollnval) {
   int ep = Epoll();
   int src = Eventfd(0);
   ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN, 1), 0);
@@ -93,7 +95,8 @@ TEST_P(StressRegressions, poll__instance_closed_during_blocking_poll_is_pollnval
 // result is B2's business; only >= 0 is checked here.)
 //
 //   t: poll({src, IN}, 300 ms)   main: close(src); close(ep)   t: times out
-TEST_P(StressRegressions, close__item_removed_while_a_blocked_call_holds_the_last_reference) {
+TEST_P(StressRegressions,
+       close__item_removed_while_a_blocked_call_holds_the_last_reference) {
   int ep = Epoll();
   int src = Eventfd(0);
   ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN, 1), 0);
@@ -102,8 +105,9 @@ TEST_P(StressRegressions, close__item_removed_while_a_blocked_call_holds_the_las
   Waiter w([&](epoll_event*) { return be->poll(&p, 1, 300); });
   ASSERT_TRUE(w.Parked());
   Forget(src);
-  ASSERT_EQ(CloseUnderWaiters(B(), src), 0);  // the poll holds the last reference
-  ASSERT_EQ(Close(ep), 0);                     // removes the item
+  ASSERT_EQ(CloseUnderWaiters(B(), src),
+            0);             // the poll holds the last reference
+  ASSERT_EQ(Close(ep), 0);  // removes the item
   ASSERT_TRUE(w.WaitDone());
   EXPECT_GE(w.result(), 0);
 }

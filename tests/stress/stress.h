@@ -70,7 +70,8 @@ class Budget {
 
 inline void ReportBudget(const char* test, const Budget& b, long iterations) {
   std::printf("[stress] %s: %ld of %ld iterations%s\n", test, b.used(),
-              iterations, b.capped_by_time() ? " (stopped by the time cap)" : "");
+              iterations,
+              b.capped_by_time() ? " (stopped by the time cap)" : "");
   std::fflush(stdout);
 }
 

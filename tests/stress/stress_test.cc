@@ -8,6 +8,8 @@
 // Tests that only make sense on uepoll (closing numbers other threads are
 // using: on the kernel a reused number could be any descriptor of the test
 // process) run on uepoll only.
+#include "stress/stress.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -30,7 +32,6 @@
 
 #include <uepoll/uepoll.h>
 
-#include "stress/stress.h"
 #include "support/fixture.h"
 
 // ThreadSanitizer reports close() of a kernel descriptor that another thread
@@ -150,9 +151,9 @@ TEST_P(Stress, ExclusiveAcrossInstancesLosesAndDuplicatesNothing) {
   for (int i = 0; i < kSources; ++i) {
     src[i] = Eventfd(0, EFD_NONBLOCK);
     for (int ep : eps) {
-      ASSERT_EQ(AddEv(ep, src[i], EPOLLIN | EPOLLEXCLUSIVE,
-                      static_cast<uint64_t>(i)),
-                0);
+      ASSERT_EQ(
+          AddEv(ep, src[i], EPOLLIN | EPOLLEXCLUSIVE, static_cast<uint64_t>(i)),
+          0);
     }
   }
   std::atomic<long> produced{0}, consumed{0}, stolen{0}, errors{0};
@@ -211,7 +212,8 @@ TEST_P(Stress, EdgeTriggeredProducerConsumerLosesNoWakeupOver1MEvents) {
   std::array<int, kSources> src;
   for (int i = 0; i < kSources; ++i) {
     src[i] = Eventfd(0, EFD_NONBLOCK);
-    ASSERT_EQ(AddEv(ep, src[i], EPOLLIN | EPOLLET, static_cast<uint64_t>(i)), 0);
+    ASSERT_EQ(AddEv(ep, src[i], EPOLLIN | EPOLLET, static_cast<uint64_t>(i)),
+              0);
   }
   int stop = Eventfd(0, EFD_NONBLOCK);
   ASSERT_EQ(AddEv(ep, stop, EPOLLIN, kSources), 0);  // LT: wakes everyone
@@ -255,7 +257,8 @@ TEST_P(Stress, EdgeTriggeredProducerConsumerLosesNoWakeupOver1MEvents) {
     });
   }
   // Producers end with the budget; then every count must be drained.
-  while (!budget.Done()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (!budget.Done())
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   while (consumed.load() != produced.load() && !budget.PastHardDeadline()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -330,7 +333,8 @@ TEST_P(Stress, RacingNestedAddsNeverLeaveACycleOrAnOverlongChain) {
   });
   for (auto& th : threads) th.join();
   ReportBudget(Name(), budget, kOps);
-  EXPECT_EQ(bad.load(), 0) << "unexpected errno " << strerrorname_np(bad_errno.load());
+  EXPECT_EQ(bad.load(), 0) << "unexpected errno "
+                           << strerrorname_np(bad_errno.load());
   // Probe the graph.
   bool edge[kInstances][kInstances] = {};
   for (int a = 0; a < kInstances; ++a) {
@@ -353,9 +357,12 @@ TEST_P(Stress, RacingNestedAddsNeverLeaveACycleOrAnOverlongChain) {
     return best;
   };
   int max_chain = 0;
-  for (int n = 0; n < kInstances; ++n) max_chain = std::max(max_chain, longest(n, 0));
-  std::printf("[stress] %s: %ld successful ADDs, %ld ELOOP, final longest "
-              "chain %d links\n", Name(), adds.load(), loops.load(), max_chain);
+  for (int n = 0; n < kInstances; ++n)
+    max_chain = std::max(max_chain, longest(n, 0));
+  std::printf(
+      "[stress] %s: %ld successful ADDs, %ld ELOOP, final longest "
+      "chain %d links\n",
+      Name(), adds.load(), loops.load(), max_chain);
   EXPECT_LE(max_chain, 4) << "a cycle or a chain longer than 4 links survived";
 }
 
@@ -444,7 +451,8 @@ TEST_P(StressUepoll, CloseRacesWaitCtlAndWrites) {
   const uint64_t seed = StressSeed(Name());
   // Writes to a pipe or socket whose peer is gone raise SIGPIPE, as on the
   // kernel; the test wants the EPIPE.
-  struct sigaction ign {}, old_pipe {};
+  struct sigaction ign {
+  }, old_pipe{};
   ign.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &ign, &old_pipe);
   Budget budget(kOps, 4.0);
@@ -466,7 +474,8 @@ TEST_P(StressUepoll, CloseRacesWaitCtlAndWrites) {
       }
       default: {
         int sv[2];
-        if (b->socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0) return -1;
+        if (b->socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0)
+          return -1;
         b->close(sv[1]);
         return sv[0];
       }
@@ -494,7 +503,8 @@ TEST_P(StressUepoll, CloseRacesWaitCtlAndWrites) {
     th.emplace_back([&, w] {
       epoll_event evs[8];
       while (!budget.Done()) {
-        int r = b->epoll_wait(ep_slot[static_cast<size_t>(w) % kEpSlots].load(), evs, 8, 2);
+        int r = b->epoll_wait(ep_slot[static_cast<size_t>(w) % kEpSlots].load(),
+                              evs, 8, 2);
         check(r, errno, 1, {EBADF, EINVAL});
       }
     });
@@ -533,14 +543,18 @@ TEST_P(StressUepoll, CloseRacesWaitCtlAndWrites) {
           case 5: {  // close and recreate a source
             size_t i = rng() % kSlots;
             int old = slot[i].exchange(-1);
-            if (old >= 0) check(b->close(old), errno, 5, {EBADF});
+            if (old >= 0) {
+              int r = b->close(old);        // before reading errno: argument
+              check(r, errno, 5, {EBADF});  // order is unspecified
+            }
             slot[i].store(make_source(rng));
             break;
           }
           case 6: {  // dup2 one source over another's number
             int other = slot[rng() % kSlots].load();
             if (s >= 0 && other >= 0) {
-              check(b->dup2(s, other), errno, 6, {EBADF, EBUSY});
+              int r = b->dup2(s, other);
+              check(r, errno, 6, {EBADF, EBUSY});
             }
             break;
           }
@@ -549,12 +563,15 @@ TEST_P(StressUepoll, CloseRacesWaitCtlAndWrites) {
             size_t i = rng() % kEpSlots;
             int fresh = b->epoll_create1(0);
             int old = ep_slot[i].exchange(fresh);
-            if (old >= 0) check(b->close(old), errno, 7, {EBADF});
+            if (old >= 0) {
+              int r = b->close(old);
+              check(r, errno, 7, {EBADF});
+            }
             if (fresh >= 0 && rng() % 2) {  // nest it into another instance
               epoll_event ev{};
               ev.events = EPOLLIN;
-              int r = b->epoll_ctl(ep_slot[rng() % kEpSlots].load(), EPOLL_CTL_ADD,
-                                   fresh, &ev);
+              int r = b->epoll_ctl(ep_slot[rng() % kEpSlots].load(),
+                                   EPOLL_CTL_ADD, fresh, &ev);
               check(r, errno, 8, {EBADF, EINVAL, EEXIST, ELOOP});
             }
             break;

@@ -26,20 +26,36 @@ long KSetLimit(long limit) {
 }
 
 const Backend kKernel = {
-    "kernel", true, ::epoll_create, ::epoll_create1, ::epoll_ctl,
-    ::epoll_wait, ::epoll_pwait, ::epoll_pwait2, KEventfd, ::pipe, ::pipe2,
-    ::socketpair, ::shutdown, ::read, ::write, ::close, ::dup, ::dup2, ::dup3,
-    KFcntl, ::poll, KSetLimit,
+    "kernel", true, ::epoll_create, ::epoll_create1, ::epoll_ctl, ::epoll_wait,
+    ::epoll_pwait, ::epoll_pwait2, KEventfd, ::pipe, ::pipe2, ::socketpair,
+    ::shutdown, ::read, ::write, ::close, ::dup, ::dup2, ::dup3, KFcntl, ::poll,
+    KSetLimit,
     // Just below RLIMIT_NOFILE's usual soft limit: never open in the tests.
     1000};
 
-const Backend kUepoll = {
-    "uepoll", false, uepoll_epoll_create, uepoll_epoll_create1,
-    uepoll_epoll_ctl, uepoll_epoll_wait, uepoll_epoll_pwait,
-    uepoll_epoll_pwait2, uepoll_eventfd, uepoll_pipe, uepoll_pipe2,
-    uepoll_socketpair, uepoll_shutdown, uepoll_read, uepoll_write,
-    uepoll_close, uepoll_dup, uepoll_dup2, uepoll_dup3, UFcntl, uepoll_poll,
-    uepoll_debug_set_fd_limit, UEPOLL_FD_BASE + 1000};
+const Backend kUepoll = {"uepoll",
+                         false,
+                         uepoll_epoll_create,
+                         uepoll_epoll_create1,
+                         uepoll_epoll_ctl,
+                         uepoll_epoll_wait,
+                         uepoll_epoll_pwait,
+                         uepoll_epoll_pwait2,
+                         uepoll_eventfd,
+                         uepoll_pipe,
+                         uepoll_pipe2,
+                         uepoll_socketpair,
+                         uepoll_shutdown,
+                         uepoll_read,
+                         uepoll_write,
+                         uepoll_close,
+                         uepoll_dup,
+                         uepoll_dup2,
+                         uepoll_dup3,
+                         UFcntl,
+                         uepoll_poll,
+                         uepoll_debug_set_fd_limit,
+                         UEPOLL_FD_BASE + 1000};
 
 }  // namespace
 

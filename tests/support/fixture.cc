@@ -50,8 +50,7 @@ void BackendTest::SocketPair(int sv[2], int flags) {
   Track(sv[1]);
 }
 
-int BackendTest::Ctl(int epfd, int op, int fd, uint32_t events,
-                     uint64_t data) {
+int BackendTest::Ctl(int epfd, int op, int fd, uint32_t events, uint64_t data) {
   struct epoll_event ev {};
   ev.events = events;
   ev.data.u64 = data;

@@ -5,11 +5,11 @@
 #ifndef UEPOLL_TESTS_SUPPORT_FIXTURE_H_
 #define UEPOLL_TESTS_SUPPORT_FIXTURE_H_
 
-#include <gtest/gtest.h>
-
 #include <sys/eventfd.h>
 
 #include <set>
+
+#include <gtest/gtest.h>
 
 #include "support/backend.h"
 
@@ -44,13 +44,13 @@ class BackendTest : public ::testing::TestWithParam<const Backend*> {
 };
 
 // INSTANTIATE for a BackendTest subclass over both backends.
-#define UEPOLL_INSTANTIATE_BACKENDS(Suite)                                  \
-  INSTANTIATE_TEST_SUITE_P(                                                 \
-      Backends, Suite,                                                      \
-      ::testing::Values(&::uepoll_test::KernelBackend(),                    \
-                        &::uepoll_test::UepollBackend()),                   \
+#define UEPOLL_INSTANTIATE_BACKENDS(Suite)                                   \
+  INSTANTIATE_TEST_SUITE_P(                                                  \
+      Backends, Suite,                                                       \
+      ::testing::Values(&::uepoll_test::KernelBackend(),                     \
+                        &::uepoll_test::UepollBackend()),                    \
       [](const ::testing::TestParamInfo<const ::uepoll_test::Backend*>& i) { \
-        return ::uepoll_test::BackendName(i.param);                         \
+        return ::uepoll_test::BackendName(i.param);                          \
       })
 
 }  // namespace uepoll_test
