@@ -25,7 +25,8 @@ void Mutex::LockSlow() {
                                                std::memory_order_relaxed)) {
       return;
     }
-    if (s == 2) break;
+    // Keep spinning even when somebody already sleeps: the holder's
+    // critical sections are short, and sleeping costs two syscalls.
     CpuRelax();
   }
   // Announce a waiter (state 2) and sleep until the lock is seen free. The

@@ -20,11 +20,7 @@ EventFd::EventFd(uint64_t initval, int flags)
       semaphore_(flags & EFD_SEMAPHORE) {}
 
 uint32_t EventFd::Poll(int) {
-  uint64_t count;
-  {
-    MutexLock l(wq_.lock_);
-    count = count_;
-  }
+  uint64_t count = count_.load(std::memory_order_seq_cst);
   uint32_t mask = 0;
   // eventfd reports the plain bits only (no RDNORM/WRNORM).
   if (count > 0) mask |= EPOLLIN;
@@ -40,15 +36,16 @@ ssize_t EventFd::Read(void* buf, size_t n) {
   uint64_t v;
   {
     MutexLock l(wq_.lock_);
-    if (count_ == 0) {
+    if (count_.load(std::memory_order_relaxed) == 0) {
       if (nonblock()) return -EAGAIN;
       int r = WaitEventLocked(wq_, false, [this]() NO_THREAD_SAFETY_ANALYSIS {
-        return count_ > 0;
+        return count_.load(std::memory_order_relaxed) > 0;
       });
       if (r) return r;
     }
-    v = semaphore_ ? 1 : count_;
-    count_ -= v;
+    uint64_t c = count_.load(std::memory_order_relaxed);
+    v = semaphore_ ? 1 : c;
+    count_.store(c - v, std::memory_order_seq_cst);
     wq_.WakeUpLocked(EPOLLOUT, 1);
   }
   std::memcpy(buf, &v, sizeof v);
@@ -63,14 +60,15 @@ ssize_t EventFd::Write(const void* buf, size_t n) {
   std::memcpy(&v, buf, sizeof v);
   if (v == kMax) return -EINVAL;
   MutexLock l(wq_.lock_);
-  if (kMax - count_ <= v) {
+  if (kMax - count_.load(std::memory_order_relaxed) <= v) {
     if (nonblock()) return -EAGAIN;
     int r = WaitEventLocked(wq_, false, [this, v]() NO_THREAD_SAFETY_ANALYSIS {
-      return kMax - count_ > v;
+      return kMax - count_.load(std::memory_order_relaxed) > v;
     });
     if (r) return r;
   }
-  count_ += v;
+  count_.store(count_.load(std::memory_order_relaxed) + v,
+               std::memory_order_seq_cst);
   wq_.WakeUpLocked(EPOLLIN, 1);
   return sizeof v;
 }

@@ -1,12 +1,17 @@
 // EventFd: the kernel's eventfd. A 64-bit counter; readable (IN) when > 0,
 // writable (OUT) while a write of 1 would not overflow (count < 2^64 - 2).
 //
-// Locking: count_ is guarded by wq_.lock_, as the kernel guards it with
-// ctx->wqh.lock; wakeups are issued with that lock held, so a watcher's
-// callback sees the count of the write that woke it.
+// Locking: count_ is changed only under wq_.lock_, as the kernel guards it
+// with ctx->wqh.lock; wakeups are issued with that lock held, so a
+// watcher's callback sees the count of the write that woke it. Poll reads
+// it without the lock, as eventfd_poll does (READ_ONCE): a harvest never
+// contends with a writer. Stores and that load are seq_cst: they pair with
+// the epoll callback's load of EpItem::queued and the scanner's store to it
+// (docs/design.md, the wakeup fast path).
 #ifndef UEPOLL_SRC_SOURCES_EVENTFD_H_
 #define UEPOLL_SRC_SOURCES_EVENTFD_H_
 
+#include <atomic>
 #include <cstdint>
 
 #include "core/file.h"
@@ -25,7 +30,7 @@ class EventFd final : public File {
 
  private:
   WaitQueue wq_;
-  uint64_t count_ GUARDED_BY(wq_.lock_);
+  std::atomic<uint64_t> count_;  // written under wq_.lock_
   const bool semaphore_;
 };
 
