@@ -71,7 +71,8 @@ python3 - "$OUT" <<'EOF'
 import json, glob, os, sys, statistics as st
 out = sys.argv[1]
 figs = ["ops_per_sec", "p50_ns", "p99_ns", "bytes_per_registration", "wait_ns",
-        "events_per_wakeup", "csw_per_event", "cpu_ns_per_event"]
+        "events_per_wakeup", "ctx_switches_per_event", "cpu_ns_per_event",
+        "p50_us", "p99_us"]
 ident = ["threads", "maxevents", "nfds", "no_sleep", "multiq", "edge",
          "oneshot", "depth", "spin_ns", "registrations", "rate", "min_wait_us",
          "sleep_us"]

@@ -37,6 +37,10 @@ Result MeasureMinWait(const Backend& b, const MinWaitParams& p) {
   r.params = {{"rate", double(p.rate)},
               {"min_wait_us", double(p.min_wait_us)},
               {"sleep_us", double(p.sleep_us)}};
+  // The JSON names: mode plain / min_wait / sleep_hack.
+  r.notes = {{"mode", p.min_wait_us ? "min_wait"
+                      : p.sleep_us  ? "sleep_hack"
+                                    : "plain"}};
   if (p.min_wait_us && !b.wait_min)
     return r.error = std::string(b.name) + " has no min_wait", r;
   FdList fds(b);
@@ -139,14 +143,14 @@ Result MeasureMinWait(const Backend& b, const MinWaitParams& p) {
        true},
       {"voluntary_csw", double(ru1.ru_nvcsw - ru0.ru_nvcsw), "", false},
       {"involuntary_csw", double(ru1.ru_nivcsw - ru0.ru_nivcsw), "", false},
-      {"csw_per_event",
+      {"ctx_switches_per_event",
        double(ru1.ru_nvcsw - ru0.ru_nvcsw + ru1.ru_nivcsw - ru0.ru_nivcsw) /
            double(events),
        "csw/event", false},
       {"cpu_ns_per_event", cpu_us * 1e3 / double(events), "CPU ns/event",
        false},
-      {"p50_ns", double(Percentile(lat, 0.50)), "p50 ns", false},
-      {"p99_ns", double(Percentile(lat, 0.99)), "p99 ns", false}};
+      {"p50_us", double(Percentile(lat, 0.50)) / 1e3, "p50 us", false},
+      {"p99_us", double(Percentile(lat, 0.99)) / 1e3, "p99 us", false}};
   return r;
 }
 
