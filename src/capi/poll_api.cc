@@ -23,13 +23,17 @@ struct PollEntry {
   WaitEntry entry;
   Parker* parker;
   WaitQueue* queue;
-
-  // pollwake: any change may matter; the re-poll decides.
-  static int Wake(WaitEntry* e, uint32_t /*key*/) {
-    UEPOLL_CONTAINER_OF(e, PollEntry, entry)->parker->Unpark();
-    return 1;
-  }
 };
+
+}  // namespace
+
+// pollwake: any change may matter; the re-poll decides.
+int PollEntryWake(WaitEntry* e, uint32_t /*key*/) {
+  UEPOLL_CONTAINER_OF(e, PollEntry, entry)->parker->Unpark();
+  return 1;
+}
+
+namespace {
 
 // An array of n FileRefs from Allocate (ok() false if that failed).
 class FileRefArray {
@@ -99,7 +103,7 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline) {
     for (nfds_t i = 0; i < n; ++i) {
       entries[i].queue = nullptr;
       if (!files[i]) continue;
-      entries[i].entry.func = &PollEntry::Wake;
+      entries[i].entry.kind = WaitKind::kPoll;
       entries[i].parker = parker;
       entries[i].queue = &files[i]->PollQueue();
       entries[i].queue->Add(&entries[i].entry);

@@ -19,12 +19,28 @@ void WaitQueue::RemoveLocked(WaitEntry* e) {
   count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
+namespace {
+
+int Call(WaitEntry* e, uint32_t key) {
+  switch (e->kind) {
+    case WaitKind::kThread:
+      return ThreadWaitEntry::Wake(e, key);
+    case WaitKind::kPoll:
+      return PollEntryWake(e, key);
+    case WaitKind::kEpollItem:
+      return EpItemWake(e, key);
+  }
+  return 0;
+}
+
+}  // namespace
+
 void WaitQueue::WakeUpLocked(uint32_t key, int nr_exclusive) {
   ListNode* n = head_.next;
   while (n != &head_) {
     ListNode* next = n->next;  // the function may unlink its own entry
     WaitEntry* e = UEPOLL_CONTAINER_OF(n, WaitEntry, node);
-    int consumed = e->func(e, key);
+    int consumed = Call(e, key);
     // A thread's entry unlinks itself when woken (autoremove); its owner
     // cannot free it before we drop lock_.
     if (!n->linked()) count_.fetch_sub(1, std::memory_order_relaxed);

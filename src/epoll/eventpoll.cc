@@ -113,14 +113,14 @@ bool Eventpoll::LinkReady(EpItem* epi) {
 
 int Eventpoll::Insert(EpItem* epi, const epoll_event& ev, File* tfile, int fd) {
   epi->file = tfile;
-  epi->fd = fd;
+  epi->wait.aux = static_cast<uint32_t>(fd);
   epi->ep = this;
   epi->ovf_next = kOvfUnactive;
   epi->events.store(ev.events, std::memory_order_relaxed);
   epi->data = ev.data.u64;
   epi->dying = false;
   epi->queued.store(false, std::memory_order_relaxed);
-  epi->wait.func = &EpItemWake;
+  epi->wait.kind = WaitKind::kEpollItem;
   epi->wait.flags = (ev.events & EPOLLEXCLUSIVE) ? WaitEntry::kExclusive : 0;
 
   Eventpoll* tep = tfile->is_epoll() ? static_cast<Eventpoll*>(tfile) : nullptr;

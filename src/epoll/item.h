@@ -40,17 +40,22 @@ struct EpItem {
   Eventpoll* ep;
   ListNode rdllink;
   EpItem* ovf_next;
-  WaitEntry wait;
+  WaitEntry wait;  // wait.aux holds the registration's fd
   ListNode fllink;
   uint64_t data;
   std::atomic<uint32_t> events;
-  int fd;
   bool dying;
   // "A future scan will poll this item": it is on rdllist_, or on a scan's
   // private list and not yet processed. Lets a wakeup skip lock_ when the
   // item is already queued and no thread waits (EpItemWake's fast path).
   std::atomic<bool> queued;
+
+  int fd() const { return static_cast<int>(wait.aux); }
 };
+
+// One item per registration: 104 bytes is a 112-byte malloc chunk, which
+// with the bucket array keeps a registration under 128 bytes.
+static_assert(sizeof(EpItem) <= 104, "EpItem grew: check bytes/registration");
 
 // The bits that are flags, not readiness (the kernel's EP_PRIVATE_BITS).
 inline constexpr uint32_t kEpPrivateBits =

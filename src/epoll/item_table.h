@@ -25,13 +25,13 @@ class ItemTable {
     if (!buckets_) return nullptr;
     size_t n = nbuckets_.load(std::memory_order_relaxed);
     for (EpItem* e = buckets_[Hash(file, fd) & (n - 1)]; e; e = e->hash_next) {
-      if (e->file == file && e->fd == fd) return e;
+      if (e->file == file && e->fd() == fd) return e;
     }
     return nullptr;
   }
   // Requires a bucket array (Reserve beforehand).
   void Insert(EpItem* e) {
-    EpItem** b = &buckets_[Hash(e->file, e->fd) &
+    EpItem** b = &buckets_[Hash(e->file, e->fd()) &
                            (nbuckets_.load(std::memory_order_relaxed) - 1)];
     e->hash_next = *b;
     *b = e;
@@ -39,7 +39,7 @@ class ItemTable {
                 std::memory_order_relaxed);
   }
   void Erase(EpItem* e) {
-    EpItem** p = &buckets_[Hash(e->file, e->fd) &
+    EpItem** p = &buckets_[Hash(e->file, e->fd()) &
                            (nbuckets_.load(std::memory_order_relaxed) - 1)];
     while (*p != e) p = &(*p)->hash_next;
     *p = e->hash_next;
@@ -64,7 +64,7 @@ class ItemTable {
       EpItem* e = buckets_[i];
       while (e) {
         EpItem* next = e->hash_next;
-        EpItem** b = &fresh[Hash(e->file, e->fd) & (n - 1)];
+        EpItem** b = &fresh[Hash(e->file, e->fd()) & (n - 1)];
         e->hash_next = *b;
         *b = e;
         e = next;

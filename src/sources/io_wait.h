@@ -40,7 +40,7 @@ enum class SignalRule { kRestartable, kPartial };
 template <class Ready>
 int WaitForIo(WaitQueue& q, bool exclusive, SignalRule rule, Ready ready) {
   ThreadWaitEntry w;
-  w.entry.func = &ThreadWaitEntry::Wake;
+  w.entry.kind = WaitKind::kThread;
   w.entry.flags = exclusive ? WaitEntry::kExclusive : 0;
   w.parker = &Parker::Current();
   for (;;) {
