@@ -93,8 +93,18 @@ int EpItemWake(WaitEntry* wait, uint32_t key) {
 }
 
 void Eventpoll::WakeOneLocked() {
-  if (waiters_.empty()) return;
-  EpWaiter* w = UEPOLL_CONTAINER_OF(waiters_.next, EpWaiter, node);
+  // The newest waiter that wants a wakeup now: one in its min_wait phase
+  // is passed over until maxevents items are ready, so that a batching
+  // waiter sleeps through its window instead of waking for every event.
+  EpWaiter* w = nullptr;
+  for (ListNode* n = waiters_.next; n != &waiters_; n = n->next) {
+    EpWaiter* c = UEPOLL_CONTAINER_OF(n, EpWaiter, node);
+    if (c->min_ready == 0 || CountReadyLocked(c->min_ready) >= c->min_ready) {
+      w = c;
+      break;
+    }
+  }
+  if (!w) return;
   DequeueWaiterLocked(w);  // autoremove: the woken thread sees itself gone
   // Under lock_: the waiter cannot return (and its thread cannot exit)
   // before it has taken lock_ to check its entry.

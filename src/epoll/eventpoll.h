@@ -96,6 +96,9 @@ struct EpollParams {
 struct EpWaiter {
   ListNode node;  // guarded by Eventpoll::lock_
   Parker* parker;
+  // A waiter in its min_wait phase wants this many ready items before it
+  // is worth waking (its timer ends the phase otherwise); 0 for others.
+  int min_ready = 0;
 };
 
 class Eventpoll final : public File {

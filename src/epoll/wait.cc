@@ -170,6 +170,7 @@ int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
   for (;;) {
     EpWaiter w;
     w.parker = &Parker::Current();
+    w.min_ready = maxevents;
     bool enough;
     {
       MutexLock l(lock_);
