@@ -18,9 +18,15 @@
 #include <uepoll/uepoll.h>
 
 #include "support/fixture.h"
+#include "threads/waiter.h"
 
 namespace uepoll_test {
 namespace {
+
+// True once the thread sleeps in the kernel (uepoll parks in ppoll).
+bool WaitUntilSleeping(pid_t tid) {
+  return Eventually([tid] { return TaskState(tid) == 'S'; });
+}
 
 class Deviations : public ::testing::Test {
  protected:
@@ -107,19 +113,6 @@ int g_signal_efd = -1;
 void WriteFromHandler(int) {
   uint64_t one = 1;
   uepoll_write(g_signal_efd, &one, 8);
-}
-
-bool WaitUntilSleeping(pid_t tid) {
-  std::string path = "/proc/self/task/" + std::to_string(tid) + "/stat";
-  for (int i = 0; i < 10'000'000; ++i) {
-    std::ifstream f(path);
-    std::string s((std::istreambuf_iterator<char>(f)), {});
-    auto p = s.rfind(')');
-    if (p != std::string::npos && p + 2 < s.size() && s[p + 2] == 'S')
-      return true;
-    std::this_thread::yield();
-  }
-  return false;
 }
 
 // D6: a signal handler that makes an event ready while a thread is blocked

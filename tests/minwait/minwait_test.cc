@@ -21,9 +21,15 @@
 #include <uepoll/uepoll.h>
 
 #include "support/fixture.h"
+#include "threads/waiter.h"
 
 namespace uepoll_test {
 namespace {
+
+// True once the thread sleeps in the kernel (uepoll parks in ppoll).
+bool WaitUntilSleeping(pid_t tid) {
+  return Eventually([tid] { return TaskState(tid) == 'S'; });
+}
 
 constexpr uint64_t kHourNs = 3600ull * 1000000000ull;
 
@@ -31,21 +37,6 @@ int64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-// True once the thread sleeps in the kernel (uepoll parks in ppoll).
-bool WaitUntilSleeping(pid_t tid) {
-  int64_t give_up = NowNs() + 10'000'000'000LL;
-  std::string path = "/proc/self/task/" + std::to_string(tid) + "/stat";
-  while (NowNs() < give_up) {
-    std::ifstream f(path);
-    std::string s((std::istreambuf_iterator<char>(f)), {});
-    auto p = s.rfind(')');
-    if (p != std::string::npos && p + 2 < s.size() && s[p + 2] == 'S')
-      return true;
-    std::this_thread::yield();
-  }
-  return false;
 }
 
 void OnSignal(int) {}
