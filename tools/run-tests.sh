@@ -13,8 +13,10 @@
 # failed, and the last line is a one-line summary.
 set -euo pipefail
 
-# Debian 12 package names. libbenchmark-dev: Google Benchmark, for bench/.
-readonly PACKAGES=(cmake ninja-build g++ clang libgtest-dev libbenchmark-dev
+# Debian 12 package names. libbenchmark-dev: Google Benchmark, for bench/;
+# libclang-rt-14-dev: clang's fuzzer runtime, for the libFuzzer target in CI.
+readonly PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev
+                   libbenchmark-dev
                    pkg-config)
 
 usage() { sed -n '2,14s/^# \{0,1\}//p' "$0"; }
