@@ -57,21 +57,13 @@ Parker::Result Parker::SleepFutex(const Deadline& deadline) {
   return Result::kWoken;
 }
 
-Parker::Result Parker::Park(const Deadline& deadline, const sigset_t* mask,
-                            int64_t spin_ns) {
-  if (spin_ns > 0) {
-    int64_t until = Deadline::NowNs() + spin_ns;
-    do {
-      int s = kNotified;
-      if (state_.compare_exchange_strong(s, kEmpty,
-                                         std::memory_order_acquire)) {
-        return Result::kWoken;
-      }
-      for (int i = 0; i < 32; ++i) CpuRelax();
-    } while (Deadline::NowNs() < until);
-  }
+// The protocol both sleeps share: publish kParked (or take a token that
+// is already there), sleep with sleep_once() until a real token, the
+// deadline or a signal, then leave kParked.
+template <class SleepOnce>
+Parker::Result Parker::ParkLoop(const Deadline& deadline,
+                                SleepOnce sleep_once) {
   int saved_errno = errno;
-  bool have_fd = EnsureFd();
   // acq_rel: the acquire half pairs with Unpark's release (what the waker
   // wrote before waking us is visible once we see its token); the release
   // half publishes efd_ to a waker that sees kParked.
@@ -80,30 +72,9 @@ Parker::Result Parker::Park(const Deadline& deadline, const sigset_t* mask,
     errno = saved_errno;
     return Result::kWoken;
   }
-  Result result = Result::kWoken;
+  Result result;
   for (;;) {
-    if (!have_fd) {
-      result = SleepFutex(deadline);
-    } else {
-      timespec ts;
-      timespec* tsp = nullptr;
-      if (!deadline.is_infinite()) {
-        int64_t left = deadline.RemainingNs();
-        ts.tv_sec = left / 1000000000;
-        ts.tv_nsec = left % 1000000000;
-        tsp = &ts;
-      }
-      pollfd pfd{efd_, POLLIN, 0};
-      int n = ::ppoll(&pfd, 1, tsp, mask);
-      if (n > 0) {
-        Drain();
-        result = Result::kWoken;
-      } else if (n == 0) {
-        result = Result::kTimedOut;
-      } else {
-        result = errno == EINTR ? Result::kInterrupted : Result::kWoken;
-      }
-    }
+    result = sleep_once();
     if (result != Result::kWoken) break;
     // Woken through the fd: a real token, or a stale count of an earlier wake.
     if (state_.load(std::memory_order_acquire) == kNotified) break;
@@ -120,34 +91,39 @@ Parker::Result Parker::Park(const Deadline& deadline, const sigset_t* mask,
   return result;
 }
 
-Parker::Result Parker::ParkIo() {
-  int saved_errno = errno;
+Parker::Result Parker::Park(const Deadline& deadline, const sigset_t* mask) {
   bool have_fd = EnsureFd();
-  if (state_.exchange(kParked, std::memory_order_acq_rel) == kNotified) {
-    state_.store(kEmpty, std::memory_order_relaxed);
-    errno = saved_errno;
-    return Result::kWoken;
-  }
-  Result result = Result::kWoken;
-  for (;;) {
-    if (!have_fd) {
-      result = SleepFutex(Deadline::Infinite());
-    } else {
-      uint64_t v;
-      // Restarted by the kernel under SA_RESTART, EINTR otherwise: the same
-      // rule as a blocking read of a kernel pipe.
-      ssize_t n = ::read(efd_, &v, sizeof v);
-      result =
-          (n < 0 && errno == EINTR) ? Result::kInterrupted : Result::kWoken;
+  return ParkLoop(deadline, [&] {
+    if (!have_fd) return SleepFutex(deadline);
+    timespec ts;
+    timespec* tsp = nullptr;
+    if (!deadline.is_infinite()) {
+      int64_t left = deadline.RemainingNs();
+      ts.tv_sec = left / 1000000000;
+      ts.tv_nsec = left % 1000000000;
+      tsp = &ts;
     }
-    if (result != Result::kWoken) break;
-    if (state_.load(std::memory_order_acquire) == kNotified) break;
-  }
-  if (state_.exchange(kEmpty, std::memory_order_acquire) == kNotified) {
-    result = Result::kWoken;
-  }
-  errno = saved_errno;
-  return result;
+    pollfd pfd{efd_, POLLIN, 0};
+    int n = ::ppoll(&pfd, 1, tsp, mask);
+    if (n > 0) {
+      Drain();
+      return Result::kWoken;
+    }
+    if (n == 0) return Result::kTimedOut;
+    return errno == EINTR ? Result::kInterrupted : Result::kWoken;
+  });
+}
+
+Parker::Result Parker::ParkIo() {
+  bool have_fd = EnsureFd();
+  return ParkLoop(Deadline::Infinite(), [&] {
+    if (!have_fd) return SleepFutex(Deadline::Infinite());
+    uint64_t v;
+    // Restarted by the kernel under SA_RESTART, EINTR otherwise: the same
+    // rule as a blocking read of a kernel pipe.
+    ssize_t n = ::read(efd_, &v, sizeof v);
+    return (n < 0 && errno == EINTR) ? Result::kInterrupted : Result::kWoken;
+  });
 }
 
 void Parker::Unpark() {

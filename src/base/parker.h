@@ -47,10 +47,8 @@ class Parker {
 
   // Sleeps until Unpark, the deadline, or a handled signal (EINTR semantics
   // of epoll_wait: never restarted). With mask, it is installed atomically
-  // for the sleep, as ppoll and epoll_pwait do. spin_ns > 0 first spins that
-  // long waiting for a token (the spin-before-sleep budget).
-  Result Park(const Deadline& deadline, const sigset_t* mask,
-              int64_t spin_ns = 0);
+  // for the sleep, as ppoll and epoll_pwait do.
+  Result Park(const Deadline& deadline, const sigset_t* mask);
 
   // Sleeps until Unpark or a handled signal, with blocking read()'s
   // restart semantics: kInterrupted only for handlers without SA_RESTART.
@@ -71,6 +69,8 @@ class Parker {
   bool EnsureFd();
   void Drain();
   Result SleepFutex(const Deadline& deadline);
+  template <class SleepOnce>
+  Result ParkLoop(const Deadline& deadline, SleepOnce sleep_once);
 
   std::atomic<int> state_{kEmpty};
   int efd_ = -1;  // created on first sleep; -1 if that failed (futex fallback)
