@@ -49,6 +49,11 @@ void FdTable::WaitForLookups(std::atomic<uint64_t>* s) {
   }
 }
 
+void FdTable::WaitForUsers(std::atomic<uint64_t>* s, uint64_t w) {
+  WaitForLookups(s);
+  if (w & kBorrowBit) WaitUntilUnborrowed(FileOf(w));
+}
+
 FileRef FdTable::Lookup(int fd) {
   if (fd < kBase) return {};
   long idx = long{fd} - kBase;
@@ -62,6 +67,35 @@ FileRef FdTable::Lookup(int fd) {
   // Release: our reference is taken before a closer sees the count drop.
   s->fetch_sub(kCountOne, std::memory_order_release);
   return FileRef(f);
+}
+
+FileBorrow FdTable::Borrow(int fd) {
+  if (fd < kBase) return {};
+  long idx = long{fd} - kBase;
+  if (idx >= kCapacity) return {};
+  std::atomic<uint64_t>* s = Slot(idx, false);
+  if (!s) return {};
+  // Acquire pairs with the release RMW that installed the file.
+  uint64_t w = s->load(std::memory_order_acquire);
+  if (w & kBorrowBit) {
+    BorrowRecord* rec = MyBorrowRecord();
+    int slot = rec ? rec->FreeSlot() : -1;
+    if (slot >= 0) {
+      File* f = FileOf(w);
+      // seq_cst store then seq_cst load, against the closer's seq_cst clear
+      // of the slot then seq_cst load of the hazard (WaitUntilUnborrowed):
+      // at least one side sees the other's write.
+      rec->hazard[slot].store(f, std::memory_order_seq_cst);
+      uint64_t again = s->load(std::memory_order_seq_cst);
+      // The bit too: the same address may now be a new file that is not an
+      // instance, whose closers would not look for hazards.
+      if (FileOf(again) == f && (again & kBorrowBit)) {
+        return FileBorrow(f, rec, slot);
+      }
+      rec->hazard[slot].store(nullptr, std::memory_order_relaxed);
+    }
+  }
+  return FileBorrow(Lookup(fd));
 }
 
 long FdTable::Reserve(long min_idx) {
@@ -165,10 +199,11 @@ int FdTable::Close(int fd) {
   long idx = long{fd} - kBase;
   std::atomic<uint64_t>* s = Slot(idx, false);
   if (!s) return -EBADF;
-  uint64_t w = s->fetch_and(kCountMask, std::memory_order_acq_rel);
+  // seq_cst: see Borrow.
+  uint64_t w = s->fetch_and(kCountMask, std::memory_order_seq_cst);
   File* f = FileOf(w);
   if (!f) return -EBADF;
-  WaitForLookups(s);
+  WaitForUsers(s, w);
   Unreserve(idx);  // only now may the number be reused
   Live::Dec(Live::descriptors);
   f->Unref();  // the slot's reference
@@ -212,10 +247,10 @@ int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
     // Allocated by another thread and not yet installed (or being closed).
     if (!FileOf(w)) return -EBUSY;
   } while (!s->compare_exchange_weak(
-      w, (w & kCountMask) | Word(f.get(), cloexec), std::memory_order_acq_rel,
+      w, (w & kCountMask) | Word(f.get(), cloexec), std::memory_order_seq_cst,
       std::memory_order_relaxed));
   f.release();  // the slot's reference now
-  WaitForLookups(s);
+  WaitForUsers(s, w);
   FileOf(w)->Unref();
   return newfd;
 }

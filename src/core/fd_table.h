@@ -6,7 +6,8 @@
 //  - Slots live in chunks of kChunkSize that are allocated on first use and
 //    never freed, so a slot's memory is always valid to touch.
 //  - A slot word holds File* (bits 0-47), a count of lookups in flight on
-//    the slot (bits 48-62) and FD_CLOEXEC (bit 63). Lookup adds one to the
+//    the slot (bits 48-61), "borrowable" (bit 62: the file is an epoll
+//    instance, see Borrow) and FD_CLOEXEC (bit 63). Lookup adds one to the
 //    count, takes a reference on the file the word names, and subtracts
 //    one: two wait-free RMWs, no lock, no spinning. A closer (close, dup2
 //    replacing a file) clears the pointer and then waits until the count
@@ -16,6 +17,10 @@
 //    period is the few instructions between the two RMWs of a lookup.
 //  - Only closers ever wait, and only for lookups already in flight; a
 //    closer that finds a lookup preempted inside that window yields.
+//  - Borrow is Lookup without the shared writes, for epoll instances (the
+//    descriptors many threads share): a hazard pointer in the calling
+//    thread's own record (core/borrow.h). Closers of a borrowable slot also
+//    wait until no thread borrows the file.
 //  - Allocation (lowest free number >= a minimum) uses a bitmap per chunk
 //    with CAS; a reserved bit with an empty slot is "allocated, not yet
 //    installed", where dup2 onto it fails EBUSY as in the kernel.
@@ -25,6 +30,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "core/borrow.h"
 #include "core/file.h"
 
 namespace uepoll::impl {
@@ -44,6 +50,12 @@ class FdTable {
 
   // A new reference to the file at fd, or an empty FileRef (EBADF).
   FileRef Lookup(int fd);
+
+  // The file at fd for the length of one call, or an empty FileBorrow
+  // (EBADF). An epoll instance is borrowed through a hazard pointer (no
+  // write to a shared line); any other file gets a counted reference. A
+  // caller that may sleep calls PinBorrowed() first.
+  FileBorrow Borrow(int fd);
 
   // Installs f (adopting one reference) at the lowest free number >= minfd
   // (a uepoll number; values below kBase mean kBase). Returns the fd or
@@ -79,7 +91,10 @@ class FdTable {
  private:
   static constexpr uint64_t kPtrMask = (uint64_t{1} << 48) - 1;
   static constexpr uint64_t kCountOne = uint64_t{1} << 48;
-  static constexpr uint64_t kCountMask = ((uint64_t{1} << 15) - 1) << 48;
+  // 14 bits: at most 16383 lookups of one number in flight at once (each
+  // is a thread inside the few instructions of Lookup).
+  static constexpr uint64_t kCountMask = ((uint64_t{1} << 14) - 1) << 48;
+  static constexpr uint64_t kBorrowBit = uint64_t{1} << 62;
   static constexpr uint64_t kCloexecBit = uint64_t{1} << 63;
 
   struct Chunk {
@@ -94,8 +109,13 @@ class FdTable {
   // the file it had).
   static void WaitForLookups(std::atomic<uint64_t>* s);
   static uint64_t Word(File* f, bool cloexec) {
-    return reinterpret_cast<uintptr_t>(f) | (cloexec ? kCloexecBit : 0);
+    return reinterpret_cast<uintptr_t>(f) | (cloexec ? kCloexecBit : 0) |
+           (f->is_epoll() ? kBorrowBit : 0);
   }
+  // After a closer cleared a slot whose old word was w: waits out the
+  // lookups and borrows that may still use the file, so the slot's
+  // reference may be dropped.
+  static void WaitForUsers(std::atomic<uint64_t>* s, uint64_t w);
   static File* FileOf(uint64_t w) {
     return reinterpret_cast<File*>(static_cast<uintptr_t>(w & kPtrMask));
   }

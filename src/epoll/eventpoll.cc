@@ -371,9 +371,10 @@ int EpollCtl(int epfd, int op, int fd, const epoll_event* event) {
     ev = *event;
   }
   FdTable& t = FdTable::Get();
-  FileRef f = t.Lookup(epfd);
+  // Borrows: ctl never sleeps but on mutexes, so closers wait briefly.
+  FileBorrow f = t.Borrow(epfd);
   if (!f) return -EBADF;
-  FileRef tf = t.Lookup(fd);
+  FileBorrow tf = t.Borrow(fd);
   if (!tf) return -EBADF;
   // Every uepoll object can be polled, so the kernel's EPERM never arises.
   if (f.get() == tf.get() || !f->is_epoll()) return -EINVAL;

@@ -2,6 +2,7 @@
 // the sleep/wake protocol of waiters. The protocol is in eventpoll.h.
 #include <errno.h>
 
+#include "core/borrow.h"
 #include "core/fd_table.h"
 #include "epoll/eventpoll.h"
 
@@ -134,6 +135,7 @@ int Eventpoll::Wait(epoll_event* events, int maxevents, const WaitArgs& args) {
   if (!args.deadline.is_zero()) {
     uint32_t busy_us = busy_poll_usecs_.load(std::memory_order_relaxed);
     if (busy_us && !avail_.load(std::memory_order_acquire)) {
+      PinBorrowed();  // closers must not wait out the spin
       // Spin for events before sleeping; bounded by the deadline too.
       int64_t until = Deadline::NowNs() + int64_t{busy_us} * 1000;
       if (!args.deadline.is_infinite() && args.deadline.at_ns() < until) {
@@ -178,6 +180,7 @@ int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
       if (!enough) QueueWaiterLocked(&w);
     }
     if (enough) break;
+    PinBorrowed();  // closers must not wait for a sleeping thread
     Parker::Result r = w.parker->Park(until, args.sigmask);
     {
       MutexLock l(lock_);
@@ -213,6 +216,7 @@ int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
       if (!eavail) QueueWaiterLocked(&w);
     }
     if (eavail) continue;
+    PinBorrowed();  // closers must not wait for a sleeping thread
     Parker::Result r = w.parker->Park(deadline, sigmask);
     {
       MutexLock l(lock_);
@@ -235,7 +239,10 @@ int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
 
 int EpollWait(int epfd, epoll_event* events, int maxevents,
               const WaitArgs& args) {
-  FileRef f = FdTable::Get().Lookup(epfd);
+  // A borrow, not a reference: many threads wait on one instance, and a
+  // reference would make them all write to its refs_ line on every call.
+  // Wait pins the borrow before it sleeps or spins.
+  FileBorrow f = FdTable::Get().Borrow(epfd);
   if (!f) return -EBADF;
   constexpr int kMaxEvents = INT32_MAX / static_cast<int>(sizeof(epoll_event));
   if (maxevents <= 0 || maxevents > kMaxEvents) return -EINVAL;

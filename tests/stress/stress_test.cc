@@ -590,6 +590,129 @@ TEST_P(StressUepoll, CloseRacesWaitCtlAndWrites) {
   sigaction(SIGPIPE, &old_pipe, nullptr);
 }
 
+// ---------------------------------------------------------------------------
+// uepoll only. epoll_wait(timeout 0) and epoll_ctl borrow their instances
+// (and an instance they add) instead of counting a reference
+// (src/core/borrow.h), so closes and dup2s of instance numbers must wait out
+// those borrows. Here threads borrow in tight loops while another closes
+// instances, dup2s one instance over another's number, dup2s an eventfd
+// over an instance's number (the slot stops being borrowable) and
+// recreates them. Every call must end in success or an errno the race
+// explains, every event must carry a value some ADD/MOD set, and nothing
+// may leak or trip a sanitizer.
+TEST_P(StressUepoll, CloseAndDup2OfBorrowedInstances) {
+  constexpr int kEpSlots = 4, kSources = 8;
+  constexpr long kOps = 200000;
+  constexpr uint64_t kMagic = 0xB0770000'00000000ULL;
+  const uint64_t seed = StressSeed(Name());
+  Budget budget(kOps, 3.0);
+  const Backend* b = &B();
+  std::array<int, kSources> src;
+  for (int& s : src) {
+    s = b->eventfd(1, EFD_NONBLOCK);  // always readable
+    ASSERT_GE(s, 0);
+  }
+  std::array<std::atomic<int>, kEpSlots> ep_slot;
+  for (auto& e : ep_slot) e.store(b->epoll_create1(0));
+  std::atomic<long> bad{0}, events{0}, bad_data{0};
+  std::atomic<int> bad_errno{0}, bad_op{0};
+  auto check = [&](long r, int e, int op, std::initializer_list<int> ok) {
+    if (r >= 0) return;
+    for (int x : ok) {
+      if (x == e) return;
+    }
+    ++bad;
+    bad_errno.store(e);
+    bad_op.store(op);
+  };
+  std::vector<std::thread> th;
+  for (int t = 0; t < 3; ++t) {
+    th.emplace_back([&, t] {
+      std::mt19937_64 rng(seed + 1 + static_cast<uint64_t>(t));
+      epoll_event evs[8];
+      while (budget.Take()) {
+        int ep = ep_slot[rng() % kEpSlots].load();
+        switch (rng() % 4) {
+          case 0:
+          case 1: {
+            int r = b->epoll_wait(ep, evs, 8, 0);
+            check(r, errno, 1, {EBADF, EINVAL});
+            for (int i = 0; i < r; ++i) {
+              if ((evs[i].data.u64 & 0xFFFF0000'00000000ULL) != kMagic)
+                ++bad_data;
+            }
+            if (r > 0) events += r;
+            break;
+          }
+          case 2: {  // a source: ADD, MOD or DEL
+            epoll_event ev{};
+            ev.events = EPOLLIN | (rng() % 2 ? EPOLLET : 0u);
+            ev.data.u64 = kMagic | rng() % 1000;
+            int op = 1 + static_cast<int>(rng() % 3);
+            int r = b->epoll_ctl(ep, op, src[rng() % kSources], &ev);
+            check(r, errno, 2, {EBADF, EINVAL, EEXIST, ENOENT});
+            break;
+          }
+          default: {  // an instance into an instance: two borrows
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            ev.data.u64 = kMagic | 1000;
+            int inner = ep_slot[rng() % kEpSlots].load();
+            int op = rng() % 2 ? EPOLL_CTL_ADD : EPOLL_CTL_DEL;
+            int r = b->epoll_ctl(ep, op, inner, &ev);
+            check(r, errno, 3, {EBADF, EINVAL, EEXIST, ENOENT, ELOOP});
+            break;
+          }
+        }
+      }
+    });
+  }
+  th.emplace_back([&] {
+    std::mt19937_64 rng(seed);
+    while (!budget.Done() && !budget.PastHardDeadline()) {
+      size_t i = rng() % kEpSlots;
+      int cur = ep_slot[i].load();
+      switch (rng() % 3) {
+        case 0: {  // close and recreate
+          int fresh = b->epoll_create1(0);
+          int old = ep_slot[i].exchange(fresh);
+          int r = b->close(old);
+          check(r, errno, 4, {EBADF});
+          break;
+        }
+        case 1: {  // another instance over this number
+          int other = ep_slot[(i + 1) % kEpSlots].load();
+          int r = b->dup2(other, cur);
+          check(r, errno, 5, {EBADF, EBUSY});
+          break;
+        }
+        default: {  // an eventfd over this number, then an instance again
+          int r = b->dup2(src[rng() % kSources], cur);
+          check(r, errno, 6, {EBADF, EBUSY});
+          int fresh = b->epoll_create1(0);
+          if (ep_slot[i].compare_exchange_strong(cur, fresh)) {
+            r = b->close(cur);
+            check(r, errno, 7, {EBADF});
+          } else {
+            b->close(fresh);
+          }
+          break;
+        }
+      }
+    }
+  });
+  for (auto& t : th) t.join();
+  ReportBudget(Name(), budget, kOps);
+  std::printf("[stress] %s: %ld events\n", Name(), events.load());
+  EXPECT_EQ(bad.load(), 0) << "op " << bad_op.load() << ": unexpected errno "
+                           << strerrorname_np(bad_errno.load());
+  EXPECT_EQ(bad_data.load(), 0) << "an event carried data no ADD/MOD set";
+  EXPECT_GT(events.load(), 0) << "no wait ever found an event: the test "
+                                 "did not exercise harvests";
+  for (auto& e : ep_slot) b->close(e.load());
+  for (int s : src) ASSERT_EQ(b->close(s), 0);
+}
+
 UEPOLL_INSTANTIATE_BACKENDS(Stress);
 INSTANTIATE_TEST_SUITE_P(Uepoll, StressUepoll,
                          ::testing::Values(&UepollBackend()),

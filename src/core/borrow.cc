@@ -1,0 +1,126 @@
+#include "core/borrow.h"
+
+#include <sched.h>
+
+#include <new>
+
+#include "base/mutex.h"
+
+namespace uepoll::impl {
+namespace {
+
+// Every record ever made; pushed at the head, never removed or freed.
+std::atomic<BorrowRecord*> g_records{nullptr};
+
+// Trivially destructible, so still readable from other thread_local
+// destructors that run after Releaser's.
+thread_local BorrowRecord* tl_record = nullptr;
+thread_local bool tl_exited = false;
+
+// Hands the record back when the thread exits. A thread that exits holds
+// no borrow: borrows end with the call that made them.
+struct Releaser {
+  bool armed = false;
+  ~Releaser() {
+    if (tl_record) {
+      // Release: a thread that takes the record next sees it clean.
+      tl_record->in_use.store(false, std::memory_order_release);
+      tl_record = nullptr;
+    }
+    tl_exited = true;
+  }
+};
+thread_local Releaser tl_releaser;
+
+BorrowRecord* AcquireRecord() {
+  for (BorrowRecord* r = g_records.load(std::memory_order_acquire); r;
+       r = r->next) {
+    bool expected = false;
+    if (!r->in_use.load(std::memory_order_relaxed) &&
+        r->in_use.compare_exchange_strong(expected, true,
+                                          std::memory_order_acquire)) {
+      return r;
+    }
+  }
+  // Not through Allocate(): records are process infrastructure, made once
+  // per concurrent thread and kept, not an allocation of the call that
+  // happens to make one (the allocation-failure tests count per call). On
+  // failure the caller takes counted references instead.
+  auto* r = new (std::nothrow) BorrowRecord;
+  if (!r) return nullptr;
+  r->in_use.store(true, std::memory_order_relaxed);
+  BorrowRecord* head = g_records.load(std::memory_order_relaxed);
+  do {
+    r->next = head;
+    // Release publishes the record's fields (next) to scanners.
+  } while (!g_records.compare_exchange_weak(head, r, std::memory_order_release,
+                                            std::memory_order_relaxed));
+  return r;
+}
+
+}  // namespace
+
+int BorrowRecord::FreeSlot() const {
+  for (int i = 0; i < kSlots; ++i) {
+    if (!pinned[i] && !hazard[i].load(std::memory_order_relaxed)) return i;
+  }
+  return -1;
+}
+
+BorrowRecord* MyBorrowRecord() {
+  if (tl_record) return tl_record;
+  if (tl_exited) return nullptr;
+  tl_releaser.armed = true;  // constructs it, so its destructor will run
+  tl_record = AcquireRecord();
+  return tl_record;
+}
+
+void FileBorrow::Reset() {
+  if (!f_) return;
+  if (!rec_) {
+    f_->Unref();
+  } else if (rec_->pinned[slot_]) {
+    rec_->pinned[slot_] = nullptr;
+    f_->Unref();
+  } else {
+    // Release: every access this call made to *f_ happens before a closer
+    // that sees the hazard gone (its acquire load) drops the last reference.
+    rec_->hazard[slot_].store(nullptr, std::memory_order_release);
+  }
+  f_ = nullptr;
+}
+
+void PinBorrowed() {
+  BorrowRecord* r = tl_record;
+  if (!r) return;
+  for (int i = 0; i < BorrowRecord::kSlots; ++i) {
+    File* f = r->hazard[i].load(std::memory_order_relaxed);
+    if (!f) continue;
+    // Safe: while the hazard is set, a closer of any slot holding f waits,
+    // so the slot's reference keeps refs_ above zero. The Ref is ordered
+    // before the release store below, which the closer acquires.
+    f->Ref();
+    r->pinned[i] = f;
+    r->hazard[i].store(nullptr, std::memory_order_release);
+  }
+}
+
+void WaitUntilUnborrowed(File* f) {
+  for (BorrowRecord* r = g_records.load(std::memory_order_acquire); r;
+       r = r->next) {
+    for (int i = 0; i < BorrowRecord::kSlots; ++i) {
+      // seq_cst: the other half of the Dekker pair with FdTable::Borrow
+      // (hazard store, slot load) against the closer's slot clear, this load.
+      for (int spins = 0; r->hazard[i].load(std::memory_order_seq_cst) == f;
+           ++spins) {
+        if (spins < 64) {
+          CpuRelax();
+        } else {
+          sched_yield();  // the borrower was preempted inside its call
+        }
+      }
+    }
+  }
+}
+
+}  // namespace uepoll::impl
