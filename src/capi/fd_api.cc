@@ -14,6 +14,7 @@
 #include "sources/socket.h"
 
 using uepoll::impl::FdTable;
+using uepoll::impl::FileBorrow;
 using uepoll::impl::FileRef;
 using uepoll::impl::ToErrno;
 
@@ -67,7 +68,7 @@ int uepoll_shutdown(int sockfd, int how) {
 }
 
 ssize_t uepoll_read(int fd, void* buf, size_t count) {
-  FileRef f = FdTable::Get().Lookup(fd);
+  FileBorrow f = FdTable::Get().Borrow(fd);
   if (!f) return ToErrno<ssize_t>(-EBADF);
   if (int r = CheckIo(*f.get(), false, buf, count)) return ToErrno<ssize_t>(r);
   if (count > kMaxRwCount) count = kMaxRwCount;
@@ -75,7 +76,7 @@ ssize_t uepoll_read(int fd, void* buf, size_t count) {
 }
 
 ssize_t uepoll_write(int fd, const void* buf, size_t count) {
-  FileRef f = FdTable::Get().Lookup(fd);
+  FileBorrow f = FdTable::Get().Borrow(fd);
   if (!f) return ToErrno<ssize_t>(-EBADF);
   if (int r = CheckIo(*f.get(), true, buf, count)) return ToErrno<ssize_t>(r);
   if (count > kMaxRwCount) count = kMaxRwCount;

@@ -7,7 +7,8 @@
 // takes about 240 ns to move between cores, so two threads calling
 // epoll_wait(timeout 0) on one instance ran at 4.3M calls/s together against
 // 33M on one thread (docs/design.md, "Borrowed lookups"). Instances are the
-// descriptors that many threads share by design; sources rarely are.
+// descriptors that many threads share by design; a source is borrowed once
+// a thread other than its creator uses it (FdTable::Borrow).
 //
 // How (hazard pointers, without deferred frees):
 //  - Each thread owns a BorrowRecord: kSlots hazard words on a cache line of

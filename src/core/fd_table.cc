@@ -95,7 +95,23 @@ FileBorrow FdTable::Borrow(int fd) {
       rec->hazard[slot].store(nullptr, std::memory_order_relaxed);
     }
   }
-  return FileBorrow(Lookup(fd));
+  FileRef ref = Lookup(fd);
+  // A file used by a thread other than its creator is likely to be used
+  // by several: from now on its number is borrowed, not counted.
+  if (ref && !(w & kBorrowBit) && !ref->created_by_this_thread()) {
+    MarkBorrowable(s, ref.get());
+  }
+  return FileBorrow(std::move(ref));
+}
+
+void FdTable::MarkBorrowable(std::atomic<uint64_t>* s, File* f) {
+  uint64_t w = s->load(std::memory_order_relaxed);
+  // An RMW on the slot word, ordered with the closers' clear: if it lands
+  // first, the closer sees the bit and scans; if not, it fails here.
+  while (FileOf(w) == f && !(w & kBorrowBit) &&
+         !s->compare_exchange_weak(w, w | kBorrowBit, std::memory_order_seq_cst,
+                                   std::memory_order_relaxed)) {
+  }
 }
 
 long FdTable::Reserve(long min_idx) {

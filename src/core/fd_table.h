@@ -17,10 +17,13 @@
 //    period is the few instructions between the two RMWs of a lookup.
 //  - Only closers ever wait, and only for lookups already in flight; a
 //    closer that finds a lookup preempted inside that window yields.
-//  - Borrow is Lookup without the shared writes, for epoll instances (the
-//    descriptors many threads share): a hazard pointer in the calling
-//    thread's own record (core/borrow.h). Closers of a borrowable slot also
-//    wait until no thread borrows the file.
+//  - Borrow is Lookup without the shared writes, for the descriptors that
+//    threads share: a hazard pointer in the calling thread's own record
+//    (core/borrow.h). A slot is borrowable when it holds an epoll instance,
+//    or once a thread other than the file's creator has looked it up
+//    through Borrow. Closers of a borrowable slot also wait until no thread
+//    borrows the file, which costs a scan of the records; sources that one
+//    thread creates, uses and closes never pay it.
 //  - Allocation (lowest free number >= a minimum) uses a bitmap per chunk
 //    with CAS; a reserved bit with an empty slot is "allocated, not yet
 //    installed", where dup2 onto it fails EBUSY as in the kernel.
@@ -52,9 +55,9 @@ class FdTable {
   FileRef Lookup(int fd);
 
   // The file at fd for the length of one call, or an empty FileBorrow
-  // (EBADF). An epoll instance is borrowed through a hazard pointer (no
-  // write to a shared line); any other file gets a counted reference. A
-  // caller that may sleep calls PinBorrowed() first.
+  // (EBADF). A borrowable slot's file is borrowed through a hazard pointer
+  // (no write to a shared line); any other file gets a counted reference.
+  // A caller that may sleep calls PinBorrowed() first.
   FileBorrow Borrow(int fd);
 
   // Installs f (adopting one reference) at the lowest free number >= minfd
@@ -112,6 +115,8 @@ class FdTable {
     return reinterpret_cast<uintptr_t>(f) | (cloexec ? kCloexecBit : 0) |
            (f->is_epoll() ? kBorrowBit : 0);
   }
+  // Sets the borrowable bit of a slot that still holds f.
+  static void MarkBorrowable(std::atomic<uint64_t>* s, File* f);
   // After a closer cleared a slot whose old word was w: waits out the
   // lookups and borrows that may still use the file, so the slot's
   // reference may be dropped.

@@ -29,10 +29,19 @@ namespace uepoll::impl {
 
 enum class FileKind : uint8_t { kEventfd, kPipe, kSocket, kEpoll };
 
+// The calling thread, as the address of a thread_local: compared, never
+// dereferenced, so a tag reused after its thread exited only costs a wrong
+// guess in FdTable::Borrow.
+inline const void* ThisThreadTag() {
+  static thread_local char tag;
+  return &tag;
+}
+
 class File {
  public:
   UEPOLL_ALLOCATED_CLASS
-  File(FileKind kind, uint32_t f_flags) : kind_(kind), f_flags_(f_flags) {
+  File(FileKind kind, uint32_t f_flags)
+      : kind_(kind), creator_(ThisThreadTag()), f_flags_(f_flags) {
     Live::Inc(Live::files);
   }
   virtual ~File() { Live::Dec(Live::files); }
@@ -41,6 +50,8 @@ class File {
 
   FileKind kind() const { return kind_; }
   bool is_epoll() const { return kind_ == FileKind::kEpoll; }
+  // A hint: whether other threads may be using this object too.
+  bool created_by_this_thread() const { return creator_ == ThisThreadTag(); }
 
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   // A reference unless the object is already in its last close.
@@ -95,6 +106,7 @@ class File {
   void LastClose();
 
   const FileKind kind_;
+  const void* const creator_;  // ThisThreadTag() of the creating thread
   std::atomic<long> refs_{1};
   std::atomic<uint32_t> f_flags_;
 };

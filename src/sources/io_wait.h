@@ -22,6 +22,7 @@
 
 #include "base/deadline.h"
 #include "base/parker.h"
+#include "core/borrow.h"
 #include "core/wait_queue.h"
 
 namespace uepoll::impl {
@@ -51,6 +52,7 @@ int WaitForIo(WaitQueue& q, bool exclusive, SignalRule rule, Ready ready) {
       if (!w.entry.node.linked()) q.AddLocked(&w.entry);
     }
     if (ready()) break;
+    PinBorrowed();  // closers must not wait for a sleeping thread
     Parker::Result r = rule == SignalRule::kRestartable
                            ? w.parker->ParkIo()
                            : w.parker->Park(Deadline::Infinite(), nullptr);

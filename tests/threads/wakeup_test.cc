@@ -5,7 +5,9 @@
 // waiter woken for nothing sleeps again, which only its return value could
 // show. So each test ends by releasing the waiters still blocked through a
 // separate level-triggered "stop" item and counts who returned what.
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "support/fixture.h"
@@ -257,6 +259,47 @@ TEST_P(ThreadsWakeup, CloseOfEpollFdDoesNotDisturbWaiter) {
   ASSERT_TRUE(w->WaitDone());
   EXPECT_EQ(w->result(), 1);
   EXPECT_EQ(w->event(0).data.u64, kEventData);
+}
+
+// A blocked read keeps the pipe for the length of the call (the kernel's
+// fget): closing the number on another thread returns at once, and the read
+// goes on and returns what a later write brings. On uepoll the reader
+// borrows the pipe (it did not create it) and must pin the borrow before it
+// sleeps, or the close would wait for the read to end.
+TEST_P(ThreadsWakeup, CloseOfPipeDoesNotDisturbBlockedReader) {
+  int p[2];
+  Pipe(p);  // blocking
+  char c = 0;
+  const Backend* b = &B();
+  int rd = p[0];
+  // The reader reads twice: a first, ready byte (on uepoll this makes the
+  // number borrowable: another thread than its creator uses it), then it
+  // blocks.
+  ASSERT_EQ(b->write(p[1], "a", 1), 1);
+  auto w = std::make_unique<Waiter>([b, rd, &c](epoll_event*) {
+    char first = 0;
+    if (b->read(rd, &first, 1) != 1 || first != 'a') return -1;
+    return static_cast<int>(b->read(rd, &c, 1));
+  });
+  ASSERT_TRUE(w->Parked());
+  Forget(p[0]);
+  std::atomic<bool> closed{false};
+  std::atomic<int> close_result{-2};
+  std::thread closer([&] {
+    close_result = CloseUnderBlockedWaiter(*b, rd);
+    closed = true;
+  });
+  bool returned = Eventually([&] { return closed.load(); });
+  // Either way, a byte ends the read so that the closer can finish.
+  bool still_parked = returned && w->Parked();
+  ASSERT_EQ(b->write(p[1], "x", 1), 1);
+  closer.join();
+  ASSERT_TRUE(w->WaitDone());
+  EXPECT_TRUE(returned) << "close() waited for the blocked read";
+  EXPECT_EQ(close_result.load(), 0);
+  EXPECT_TRUE(still_parked) << "close() ended the blocked read";
+  EXPECT_EQ(w->result(), 1);
+  EXPECT_EQ(c, 'x');
 }
 
 // The event is stolen by a timeout-0 wait between the waiter's wakeup and its
