@@ -139,6 +139,17 @@ void Report::PrintTable(FILE* out) const {
       out,
       "\n(hi)/(lo): whether a higher or a lower figure is better. One run on a "
       "shared machine: read ratios, not absolutes.\n");
+  double lo = -1, hi = -1;
+  for (const Result& r : results_) {
+    if (r.core_rtt_ns < 0) continue;
+    if (lo < 0 || r.core_rtt_ns < lo) lo = r.core_rtt_ns;
+    if (r.core_rtt_ns > hi) hi = r.core_rtt_ns;
+  }
+  if (lo >= 0)
+    fprintf(out,
+            "Core-to-core round trip before each measurement: %.0f to %.0f ns "
+            "(multi-threaded figures follow it; BENCHMARKS.md).\n",
+            lo, hi);
 }
 
 bool Report::WriteJson(const std::string& path) const {
@@ -162,6 +173,8 @@ bool Report::WriteJson(const std::string& path) const {
               Num(p.second).c_str());
     for (const Metric& m : r.metrics)
       fprintf(f, ", %s: %s", JsonString(m.key).c_str(), Num(m.value).c_str());
+    if (r.core_rtt_ns >= 0)
+      fprintf(f, ", \"core_rtt_ns\": %s", Num(r.core_rtt_ns).c_str());
     for (const auto& n : r.notes)
       fprintf(f, ", %s: %s", JsonString(n.first).c_str(),
               JsonString(n.second).c_str());
@@ -200,7 +213,11 @@ void Progress::Finish(const Result& r, double seconds) {
   for (const Metric& m : r.metrics)
     if (!m.label.empty())
       fprintf(stderr, ", %s %s", m.label.c_str(), Human(m.value).c_str());
-  fprintf(stderr, " (%.1f s)\n", seconds);
+  if (r.core_rtt_ns >= 0)
+    fprintf(stderr, " (%.1f s; core-to-core %.0f ns)\n", seconds,
+            r.core_rtt_ns);
+  else
+    fprintf(stderr, " (%.1f s)\n", seconds);
 }
 
 }  // namespace uepoll_bench

@@ -31,7 +31,8 @@ struct Result {
   std::string ops_label = "ops/s";  // the table's name for ops_per_sec
   std::vector<Metric> metrics;
   std::vector<std::pair<std::string, std::string>> notes;  // JSON only
-  std::string error;  // non-empty: skipped, with the reason
+  std::string error;        // non-empty: skipped, with the reason
+  double core_rtt_ns = -1;  // CoreRoundTripNs() just before; JSON only
 
   bool ok() const { return error.empty(); }
   double Param(const std::string& key, double dflt = 0) const;

@@ -33,6 +33,36 @@ static std::vector<int> CpuList() {
 
 unsigned AllowedCpus() { return static_cast<unsigned>(CpuList().size()); }
 
+double CoreRoundTripNs() {
+  if (AllowedCpus() < 2) return -1;
+  constexpr long kRounds = 10000;
+  alignas(64) std::atomic<long> ball{0};
+  std::thread echo([&] {
+    PinToCpu(1);
+    for (long i = 0; i < kRounds; ++i) {
+      while (ball.load(std::memory_order_acquire) != 2 * i + 1) {
+      }
+      ball.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  // The caller's affinity is restored afterwards: workloads pin their own
+  // threads, but the main thread must stay free to run anywhere.
+  cpu_set_t saved;
+  bool have_saved =
+      pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) == 0;
+  PinToCpu(0);
+  int64_t t0 = NowNs();
+  for (long i = 0; i < kRounds; ++i) {
+    ball.store(2 * i + 1, std::memory_order_release);
+    while (ball.load(std::memory_order_acquire) != 2 * i + 2) {
+    }
+  }
+  int64_t t1 = NowNs();
+  echo.join();
+  if (have_saved) pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+  return double(t1 - t0) / kRounds;
+}
+
 void PinToCpu(unsigned index) {
   static const std::vector<int> cpus = CpuList();
   cpu_set_t set;

@@ -23,6 +23,14 @@ unsigned AllowedCpus();
 // as perf pins worker i to CPU i % nCPUs.
 void PinToCpu(unsigned index);
 
+// What a cache line costs to move between the first two allowed CPUs right
+// now: nanoseconds per round trip of two threads ping-ponging one atomic
+// (about 5 ms of work), or -1 with fewer than two CPUs. On a VM this moves
+// with the host's placement of the vCPUs (115 ns and 495 ns were both seen
+// on the 2-core machine of BENCHMARKS.md, minutes apart), and every
+// multi-threaded figure moves with it, so each measurement records it.
+double CoreRoundTripNs();
+
 // The first error any thread hits; the measurement then stops early and is
 // reported as skipped with this message rather than aborting the process.
 class Failure {

@@ -87,8 +87,10 @@ template <class F>
 void RunMeasurement(Progress& progress, Report& report, const char* workload,
                     const Backend& b, const std::string& label, F measure) {
   progress.Start(workload, b.name, label);
+  double rtt = CoreRoundTripNs();
   int64_t t0 = NowNs();
   Result r = measure();
+  r.core_rtt_ns = rtt;
   progress.Finish(r, static_cast<double>(NowNs() - t0) / 1e9);
   report.Add(std::move(r));
 }
