@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -21,15 +22,61 @@ Parker& Parker::Current() {
 Parker::Parker() = default;
 
 Parker::~Parker() {
+  if (kep_ >= 0) ::close(kep_);
   if (efd_ >= 0) ::close(efd_);
 }
 
 bool Parker::EnsureFd() {
-  if (efd_ >= 0) return true;
-  if (fd_failed_) return false;
-  efd_ = ::eventfd(0, EFD_CLOEXEC);
-  if (efd_ < 0) fd_failed_ = true;  // out of kernel descriptors: use futex
-  return efd_ >= 0;
+  if (efd_ < 0) {
+    if (fd_failed_) return false;
+    efd_ = ::eventfd(0, EFD_CLOEXEC);
+    if (efd_ < 0) {
+      fd_failed_ = true;  // out of kernel descriptors: use futex
+      return false;
+    }
+  }
+  if (kep_ < 0 && !kep_failed_) {
+    kep_ = ::epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    if (kep_ >= 0 && ::epoll_ctl(kep_, EPOLL_CTL_ADD, efd_, &ev) != 0) {
+      ::close(kep_);
+      kep_ = -1;
+    }
+    if (kep_ < 0) kep_failed_ = true;  // ppoll on efd_ still works
+  }
+  return true;
+}
+
+Parker::Result Parker::SleepFd(const Deadline& deadline, const sigset_t* mask) {
+  timespec ts;
+  timespec* tsp = nullptr;
+  if (!deadline.is_infinite()) {
+    int64_t left = deadline.RemainingNs();
+    ts.tv_sec = left / 1000000000;
+    ts.tv_nsec = left % 1000000000;
+    tsp = &ts;
+  }
+  if (kep_ >= 0) {
+    epoll_event ev;
+    int n = ::epoll_pwait2(kep_, &ev, 1, tsp, mask);
+    if (n > 0) return Result::kWoken;  // an edge: no count to read back
+    if (n == 0) return Result::kTimedOut;
+    if (errno == EINTR) return Result::kInterrupted;
+    if (errno != ENOSYS) return Result::kWoken;  // the loop checks the token
+    // A kernel before 5.11: ppoll from now on.
+    ::close(kep_);
+    kep_ = -1;
+    kep_failed_ = true;
+  }
+  pollfd pfd{efd_, POLLIN, 0};
+  int n = ::ppoll(&pfd, 1, tsp, mask);
+  if (n > 0) {
+    Drain();
+    return Result::kWoken;
+  }
+  if (n == 0) return Result::kTimedOut;
+  return errno == EINTR ? Result::kInterrupted : Result::kWoken;
 }
 
 void Parker::Drain() {
@@ -94,23 +141,7 @@ Parker::Result Parker::ParkLoop(const Deadline& deadline,
 Parker::Result Parker::Park(const Deadline& deadline, const sigset_t* mask) {
   bool have_fd = EnsureFd();
   return ParkLoop(deadline, [&] {
-    if (!have_fd) return SleepFutex(deadline);
-    timespec ts;
-    timespec* tsp = nullptr;
-    if (!deadline.is_infinite()) {
-      int64_t left = deadline.RemainingNs();
-      ts.tv_sec = left / 1000000000;
-      ts.tv_nsec = left % 1000000000;
-      tsp = &ts;
-    }
-    pollfd pfd{efd_, POLLIN, 0};
-    int n = ::ppoll(&pfd, 1, tsp, mask);
-    if (n > 0) {
-      Drain();
-      return Result::kWoken;
-    }
-    if (n == 0) return Result::kTimedOut;
-    return errno == EINTR ? Result::kInterrupted : Result::kWoken;
+    return have_fd ? SleepFd(deadline, mask) : SleepFutex(deadline);
   });
 }
 

@@ -1,14 +1,19 @@
 // Parker: how a uepoll thread sleeps and is woken.
 //
-// Why a per-thread eventfd and ppoll/read rather than a futex: the kernel's
-// epoll_wait fails EINTR when a handled signal arrives, even under
-// SA_RESTART, and epoll_pwait installs its signal mask atomically for the
-// sleep. A futex wait gives neither (it is restarted under SA_RESTART and
-// takes no mask). ppoll on an eventfd gives both: it is never restarted and it
-// swaps the mask atomically. Blocking I/O (a blocking read of an empty pipe)
-// sleeps in read() on the same eventfd instead, which the kernel restarts
-// under SA_RESTART and fails EINTR otherwise - exactly what a blocking read
-// of a kernel pipe does.
+// Why a per-thread eventfd rather than a futex: the kernel's epoll_wait
+// fails EINTR when a handled signal arrives, even under SA_RESTART, and
+// epoll_pwait installs its signal mask atomically for the sleep. A futex
+// wait gives neither (it is restarted under SA_RESTART and takes no mask).
+// A wait sleeps in epoll_pwait2 on a per-thread kernel epoll instance that
+// watches the eventfd edge-triggered: never restarted, the mask swapped
+// atomically, and - because every eventfd write is a new edge - the count
+// never has to be read back, so a sleep and its wake cost two syscalls (the
+// waker's write and the sleeper's epoll_pwait2) instead of three with
+// ppoll + read. Without that instance (kernel descriptors exhausted, or an
+// old kernel), the wait sleeps in ppoll on the eventfd and reads it back.
+// Blocking I/O (a blocking read of an empty pipe) sleeps in read() on the
+// same eventfd instead, which the kernel restarts under SA_RESTART and fails
+// EINTR otherwise - exactly what a blocking read of a kernel pipe does.
 //
 // Only sleeping and waking cost a syscall. A waker that finds the thread not
 // yet asleep just flips the state word.
@@ -68,6 +73,8 @@ class Parker {
 
   bool EnsureFd();
   void Drain();
+  // One sleep of Park: epoll_pwait2 on kep_, or ppoll + Drain on efd_.
+  Result SleepFd(const Deadline& deadline, const sigset_t* mask);
   Result SleepFutex(const Deadline& deadline);
   template <class SleepOnce>
   Result ParkLoop(const Deadline& deadline, SleepOnce sleep_once);
@@ -75,6 +82,10 @@ class Parker {
   std::atomic<int> state_{kEmpty};
   int efd_ = -1;  // created on first sleep; -1 if that failed (futex fallback)
   bool fd_failed_ = false;
+  // A kernel epoll instance watching efd_ (EPOLLIN | EPOLLET); -1 when it
+  // could not be made (then Park uses ppoll).
+  int kep_ = -1;
+  bool kep_failed_ = false;
 };
 
 }  // namespace uepoll::impl

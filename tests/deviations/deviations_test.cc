@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -23,7 +24,7 @@
 namespace uepoll_test {
 namespace {
 
-// True once the thread sleeps in the kernel (uepoll parks in ppoll).
+// True once the thread sleeps in the kernel (uepoll parks in epoll_pwait2).
 bool WaitUntilSleeping(pid_t tid) {
   return Eventually([tid] { return TaskState(tid) == 'S'; });
 }
@@ -174,6 +175,71 @@ TEST_F(Deviations, WaitWorksWithoutAKernelDescriptorForTheParker) {
   });
   t.join();
   EXPECT_EQ(result, 0);  // timed out normally
+  EXPECT_EQ(uepoll_close(ep), 0);
+}
+
+// Not a deviation: the step before D7. With exactly one kernel descriptor
+// left, a thread's parker gets its eventfd but not its kernel epoll instance
+// (docs/design.md, "How a thread sleeps") and sleeps in ppoll instead; the
+// kernel's semantics still hold there: a wait times out, and a handled
+// signal ends a wait with EINTR even under SA_RESTART.
+std::atomic<int> g_usr1_handled{0};
+void CountUsr1(int) { g_usr1_handled.fetch_add(1); }
+
+TEST_F(Deviations, ParkerWithOneKernelDescriptorLeftKeepsWaitSemantics) {
+  int ep = uepoll_epoll_create1(0);
+  ASSERT_GE(ep, 0);
+  struct sigaction sa {
+  }, old_sa{};
+  sa.sa_handler = CountUsr1;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old_sa), 0);
+  g_usr1_handled = 0;
+  std::atomic<bool> second_wait{false}, done{false};
+  int timed_out = -2, interrupted = -2, interrupted_errno = 0;
+  bool table_full = false;
+  std::thread t([&] {
+    struct rlimit old {};
+    getrlimit(RLIMIT_NOFILE, &old);
+    struct rlimit low = old;
+    low.rlim_cur = 64;
+    setrlimit(RLIMIT_NOFILE, &low);
+    std::vector<int> hogs;
+    for (int fd; (fd = ::dup(0)) >= 0;) hogs.push_back(fd);
+    if (!hogs.empty()) {
+      ::close(hogs.back());  // exactly one free: the parker's eventfd
+      hogs.pop_back();
+    }
+    epoll_event out[1];
+    timed_out = uepoll_epoll_wait(ep, out, 1, 20);
+    int probe = ::dup(0);  // the parker took the last descriptor
+    table_full = probe < 0;
+    if (probe >= 0) ::close(probe);
+    second_wait = true;
+    interrupted = uepoll_epoll_wait(ep, out, 1, 5000);
+    interrupted_errno = errno;
+    done = true;
+    for (int fd : hogs) ::close(fd);
+    setrlimit(RLIMIT_NOFILE, &old);
+  });
+  // The descriptor table is full, so /proc cannot tell when the thread
+  // sleeps: signal it until its wait returns (a signal that lands before
+  // the sleep only runs the handler; the next one finds it asleep).
+  bool ended = Eventually([&] {
+    if (!second_wait.load()) return false;
+    if (done.load()) return true;
+    pthread_kill(t.native_handle(), SIGUSR1);
+    return done.load();
+  });
+  t.join();
+  sigaction(SIGUSR1, &old_sa, nullptr);
+  EXPECT_EQ(timed_out, 0);
+  EXPECT_TRUE(table_full) << "the parker did not use the last descriptor";
+  EXPECT_TRUE(ended);
+  EXPECT_EQ(interrupted, -1);
+  EXPECT_EQ(interrupted_errno, EINTR);
+  EXPECT_GE(g_usr1_handled.load(), 1);
   EXPECT_EQ(uepoll_close(ep), 0);
 }
 

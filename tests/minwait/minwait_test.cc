@@ -26,7 +26,7 @@
 namespace uepoll_test {
 namespace {
 
-// True once the thread sleeps in the kernel (uepoll parks in ppoll).
+// True once the thread sleeps in the kernel (uepoll parks in epoll_pwait2).
 bool WaitUntilSleeping(pid_t tid) {
   return Eventually([tid] { return TaskState(tid) == 'S'; });
 }

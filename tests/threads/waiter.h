@@ -4,7 +4,7 @@
 // A thread counts as parked once it has announced that its next step is the
 // blocking call AND /proc/self/task/<tid>/stat shows it sleeping ('S'). Both
 // backends really sleep in the kernel: the kernel backend in epoll_wait or
-// poll, uepoll in the ppoll/read it parks on, so one check serves both.
+// poll, uepoll in the epoll_pwait2/read it parks on, so one check serves both.
 // Caveat: a uepoll thread that sleeps on an internal lock between the
 // announcement and parking also shows 'S'; every test built on this helper
 // still ends on counts that a too-early conclusion cannot fake as success.
