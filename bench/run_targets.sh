@@ -91,7 +91,7 @@ for f in sorted(glob.glob(os.path.join(out, "round-*", "*.json"))):
         rows.setdefault(k, []).append(b)
 med = lambda v: ("%.4g" % st.median(v)) if v else "-"
 print("%-20s %-60s %-22s %10s %10s %7s  %s" % ("file", "measurement", "figure",
-      "kernel", "uepoll", "ratio", "per-round ratios"))
+      "kernel", "uepoll", "ratio", "per-round ratios [uepoll's core rtt, ns]"))
 for (name, key), rs in sorted(rows.items()):
     for fig in figs:
         ks = [r["kernel"][fig] for r in rs if fig in r.get("kernel", {})]
@@ -101,6 +101,11 @@ for (name, key), rs in sorted(rows.items()):
         rat = [r["uepoll"][fig] / r["kernel"][fig] for r in rs
                if fig in r.get("kernel", {}) and fig in r.get("uepoll", {})
                and r["kernel"][fig]]
-        print("%-20s %-60s %-22s %10s %10s %7s  %s" % (name, key[:60], fig,
-              med(ks), med(us), med(rat), ",".join("%.2f" % x for x in rat)))
+        # The core-to-core round trip measured just before each uepoll run:
+        # multi-threaded figures follow it (bench/util.h, CoreRoundTripNs).
+        rtt = [r["uepoll"]["core_rtt_ns"] for r in rs
+               if "core_rtt_ns" in r.get("uepoll", {})]
+        print("%-20s %-60s %-22s %10s %10s %7s  %s%s" % (name, key[:60], fig,
+              med(ks), med(us), med(rat), ",".join("%.2f" % x for x in rat),
+              (" [" + ",".join("%.0f" % x for x in rtt) + "]") if rtt else ""))
 EOF

@@ -88,6 +88,19 @@ int Eventpoll::SendEvents(epoll_event* events,
 uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
   ListNode txlist, requeue;
   MutexLock m(mtx_);
+  // Fast path: the first queued item is ready (the common case: an LT item
+  // that stays queued). Under mtx_ nothing unlinks it (harvests, DEL and
+  // closes all hold mtx_; callbacks only append) and no scan is running,
+  // so it can be polled without lock_ and without a scan. Nested instances
+  // are polled on every harvest of their parents, once per level.
+  EpItem* first = nullptr;
+  {
+    MutexLock l(lock_);
+    if (!rdllist_.empty()) {
+      first = UEPOLL_CONTAINER_OF(rdllist_.next, EpItem, rdllink);
+    }
+  }
+  if (first && ItemPoll(first, depth + 1)) return EPOLLIN | EPOLLRDNORM;
   StartScan(&txlist);
   uint32_t res = 0;
   while (!txlist.empty()) {
