@@ -65,6 +65,7 @@ int EpItemWake(WaitEntry* wait, uint32_t key) {
       }
     } else if (!epi->rdllink.linked()) {
       ep->rdllist_.PushBack(&epi->rdllink);
+      ++ep->nready_;
       epi->queued.store(true, std::memory_order_relaxed);
       ep->SyncAvail();
     }
@@ -99,7 +100,7 @@ void Eventpoll::WakeOneLocked() {
   EpWaiter* w = nullptr;
   for (ListNode* n = waiters_.next; n != &waiters_; n = n->next) {
     EpWaiter* c = UEPOLL_CONTAINER_OF(n, EpWaiter, node);
-    if (c->min_ready == 0 || CountReadyLocked(c->min_ready) >= c->min_ready) {
+    if (c->min_ready <= nready_) {
       w = c;
       break;
     }
@@ -115,6 +116,7 @@ bool Eventpoll::LinkReady(EpItem* epi) {
   MutexLock l(lock_);
   if (epi->rdllink.linked()) return false;
   rdllist_.PushBack(&epi->rdllink);
+  ++nready_;
   epi->queued.store(true, std::memory_order_relaxed);
   SyncAvail();
   WakeOneLocked();
@@ -178,8 +180,9 @@ bool Eventpoll::RemoveLocked(EpItem* epi, bool force) {
   items_.Erase(epi);
   {
     MutexLock l(lock_);
-    if (epi->rdllink.linked()) {
+    if (epi->rdllink.linked()) {  // no scan runs: it is on rdllist_
       epi->rdllink.Unlink();
+      --nready_;
       epi->queued.store(false, std::memory_order_relaxed);
       SyncAvail();
     }

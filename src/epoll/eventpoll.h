@@ -149,10 +149,11 @@ class Eventpoll final : public File {
                const sigset_t* sigmask) EXCLUDES(mtx_, lock_);
   int MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
               int64_t min_wait_ns) EXCLUDES(mtx_, lock_);
-  int CountReadyLocked(int limit) const REQUIRES(lock_);
-  void StartScan(ListNode* txlist) REQUIRES(mtx_) EXCLUDES(lock_);
-  void DoneScan(ListNode* txlist, ListNode* requeue) REQUIRES(mtx_)
-      EXCLUDES(lock_);
+  // Moves rdllist_ to txlist and returns how many items it held.
+  int StartScan(ListNode* txlist) REQUIRES(mtx_) EXCLUDES(lock_);
+  // ntx and nrequeue: the lengths of txlist and requeue (nready_ stays O(1)).
+  void DoneScan(ListNode* txlist, int ntx, ListNode* requeue, int nrequeue)
+      REQUIRES(mtx_) EXCLUDES(lock_);
   uint32_t ItemPoll(EpItem* epi, int depth) REQUIRES(mtx_);
   // Link a ready item (ADD/MOD found it ready) and wake. Returns whether
   // the watchers of this instance must be woken (outside lock_).
@@ -178,6 +179,9 @@ class Eventpoll final : public File {
   Mutex mtx_ ACQUIRED_BEFORE(lock_);
   Mutex lock_;
   ListNode rdllist_ GUARDED_BY(lock_);
+  // The length of rdllist_, so that a wakeup can tell in O(1) whether a
+  // waiter in its min_wait phase has its maxevents ready (WakeOneLocked).
+  int nready_ GUARDED_BY(lock_) = 0;
   EpItem* ovflist_ GUARDED_BY(lock_) = kOvfUnactive;
   // Threads in Wait(), exclusive, newest first (the kernel adds epoll
   // waiters at the head of ep->wq: the most recent, cache-hot one wins).

@@ -2,21 +2,28 @@
 // the sleep/wake protocol of waiters. The protocol is in eventpoll.h.
 #include <errno.h>
 
+#include <cassert>
+
 #include "core/borrow.h"
 #include "core/fd_table.h"
 #include "epoll/eventpoll.h"
 
 namespace uepoll::impl {
 
-void Eventpoll::StartScan(ListNode* txlist) {
+int Eventpoll::StartScan(ListNode* txlist) {
   MutexLock l(lock_);
   txlist->SpliceBack(&rdllist_);
+  int n = nready_;
+  nready_ = 0;
   ovflist_ = nullptr;  // active: callbacks chain here until DoneScan
   SyncAvail();
+  return n;
 }
 
-void Eventpoll::DoneScan(ListNode* txlist, ListNode* requeue) {
+void Eventpoll::DoneScan(ListNode* txlist, int ntx, ListNode* requeue,
+                         int nrequeue) {
   MutexLock l(lock_);
+  int narrived = 0;
   // ovflist_ is newest-first; pushing each at the front of `arrived`
   // restores arrival order. Items still linked (unprocessed on txlist, or
   // re-queued LT items) keep their place.
@@ -26,6 +33,7 @@ void Eventpoll::DoneScan(ListNode* txlist, ListNode* requeue) {
     epi->ovf_next = kOvfUnactive;
     if (!epi->rdllink.linked()) {
       arrived.PushFront(&epi->rdllink);
+      ++narrived;
       epi->queued.store(true, std::memory_order_relaxed);
     }
   }
@@ -38,6 +46,12 @@ void Eventpoll::DoneScan(ListNode* txlist, ListNode* requeue) {
         ->queued.store(true, std::memory_order_relaxed);
   }
   rdllist_.SpliceBack(requeue);
+  nready_ = ntx + narrived + nrequeue;
+#ifndef NDEBUG
+  int len = 0;
+  for (const ListNode* p = rdllist_.next; p != &rdllist_; p = p->next) ++len;
+  assert(len == nready_ && "nready_ must track rdllist_");
+#endif
   SyncAvail();
   // Hand-off: more is ready, so the next waiter gets its turn.
   if (!rdllist_.empty()) WakeOneLocked();
@@ -51,11 +65,13 @@ int Eventpoll::SendEvents(epoll_event* events,
                           int maxevents) NO_THREAD_SAFETY_ANALYSIS {
   ListNode txlist, requeue;
   MutexLock m(mtx_);
-  StartScan(&txlist);
+  int ntx = StartScan(&txlist);
+  int nrequeue = 0;
   int res = 0;
   while (!txlist.empty() && res < maxevents) {
     EpItem* epi = UEPOLL_CONTAINER_OF(txlist.next, EpItem, rdllink);
     epi->rdllink.Unlink();
+    --ntx;
     // Before the poll (seq_cst pairs with the callback's load): a wakeup
     // after this point takes the slow path and chains the item again.
     epi->queued.store(false, std::memory_order_seq_cst);
@@ -67,6 +83,7 @@ int Eventpoll::SendEvents(epoll_event* events,
       // The kernel faults on the copy-out: the item goes back, and EFAULT
       // is returned only if nothing was delivered (always, for NULL).
       txlist.PushFront(&epi->rdllink);
+      ++ntx;
       epi->queued.store(true, std::memory_order_relaxed);
       res = -EFAULT;
       break;
@@ -79,9 +96,10 @@ int Eventpoll::SendEvents(epoll_event* events,
       epi->events.store(ev & kEpPrivateBits, std::memory_order_relaxed);
     } else if (!(ev & EPOLLET)) {
       requeue.PushBack(&epi->rdllink);  // LT: round robin
+      ++nrequeue;
     }
   }
-  DoneScan(&txlist, &requeue);
+  DoneScan(&txlist, ntx, &requeue, nrequeue);
   return res;
 }
 
@@ -101,7 +119,7 @@ uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
     }
   }
   if (first && ItemPoll(first, depth + 1)) return EPOLLIN | EPOLLRDNORM;
-  StartScan(&txlist);
+  int ntx = StartScan(&txlist);
   uint32_t res = 0;
   while (!txlist.empty()) {
     EpItem* epi = UEPOLL_CONTAINER_OF(txlist.next, EpItem, rdllink);
@@ -114,8 +132,9 @@ uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
       break;
     }
     epi->rdllink.Unlink();  // stale: prune
+    --ntx;
   }
-  DoneScan(&txlist, &requeue);
+  DoneScan(&txlist, ntx, &requeue, 0);
   return res;
 }
 
@@ -133,14 +152,6 @@ void Eventpoll::set_params(const EpollParams& p) {
   busy_poll_budget_.store(p.busy_poll_budget, std::memory_order_relaxed);
   prefer_busy_poll_.store(p.prefer_busy_poll, std::memory_order_relaxed);
   min_wait_ns_.store(p.min_wait_ns, std::memory_order_relaxed);
-}
-
-int Eventpoll::CountReadyLocked(int limit) const {
-  int n = 0;
-  for (const ListNode* p = rdllist_.next; p != &rdllist_ && n < limit;
-       p = p->next)
-    ++n;
-  return n;
 }
 
 int Eventpoll::Wait(epoll_event* events, int maxevents, const WaitArgs& args) {
@@ -189,7 +200,7 @@ int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
     bool enough;
     {
       MutexLock l(lock_);
-      enough = CountReadyLocked(maxevents) >= maxevents;
+      enough = nready_ >= maxevents;
       if (!enough) QueueWaiterLocked(&w);
     }
     if (enough) break;
