@@ -2,17 +2,31 @@
 
 namespace uepoll::impl {
 
-void* AllocateSlow(size_t n) noexcept {
+namespace {
+
+// Counts the allocation; true if it is the one to fail.
+bool InjectFailureNow() noexcept {
   g_alloc_count.fetch_add(1, std::memory_order_relaxed);
   long c = g_alloc_fail_countdown.load(std::memory_order_relaxed);
   while (c > 0) {
     if (g_alloc_fail_countdown.compare_exchange_weak(
             c, c - 1, std::memory_order_relaxed)) {
-      if (c == 1) return nullptr;  // the injected failure
-      break;
+      return c == 1;  // the injected failure
     }
   }
+  return false;
+}
+
+}  // namespace
+
+void* AllocateSlow(size_t n) noexcept {
+  if (InjectFailureNow()) return nullptr;
   return ::operator new(n, std::nothrow);
+}
+
+void* AllocateLineSlow(size_t n) noexcept {
+  if (InjectFailureNow()) return nullptr;
+  return ::operator new (n, std::align_val_t{kCacheLine}, std::nothrow);
 }
 
 }  // namespace uepoll::impl

@@ -103,6 +103,8 @@ struct EpWaiter {
 
 class Eventpoll final : public File {
  public:
+  // Over-aligned (the cache-line layout below): allocated on a line.
+  UEPOLL_LINE_ALLOCATED_CLASS
   explicit Eventpoll(int flags);
   ~Eventpoll() override;
 
@@ -176,7 +178,14 @@ class Eventpoll final : public File {
     nwaiters_.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  Mutex mtx_ ACQUIRED_BEFORE(lock_);
+  // The fields are laid out by who writes them, one cache line per group,
+  // because on a 2-core VM a line costs about 250 ns to move between cores
+  // (docs/design.md, "Borrowed lookups"): the File header above is read on
+  // every call and written almost never; it must not share a line with a
+  // lock.
+  //
+  // Line 1: written by every harvest and every slow-path wakeup.
+  alignas(kCacheLine) Mutex mtx_ ACQUIRED_BEFORE(lock_);
   Mutex lock_;
   ListNode rdllist_ GUARDED_BY(lock_);
   // The length of rdllist_, so that a wakeup can tell in O(1) whether a
@@ -186,20 +195,26 @@ class Eventpoll final : public File {
   // Threads in Wait(), exclusive, newest first (the kernel adds epoll
   // waiters at the head of ep->wq: the most recent, cache-hot one wins).
   ListNode waiters_ GUARDED_BY(lock_);
-  // The length of waiters_, readable without lock_ (the callback's fast
-  // path). Changed under lock_.
-  std::atomic<int> nwaiters_{0};
   // A lockless "events may be available" (ep_events_available), kept equal
   // to EventsAvailableLocked() at every unlock of lock_.
   std::atomic<bool> avail_{false};
-  WaitQueue poll_wait_;  // watchers of this instance: parent items, poll()
-  ItemTable items_ GUARDED_BY(mtx_);
-  std::atomic<long> ep_refs_{1};
+
+  // Line 2: read by every wakeup's fast path (EpItemWake) and every wait;
+  // written only when a thread starts or stops sleeping, or by set_params.
+  // The length of waiters_, readable without lock_. Changed under lock_.
+  alignas(kCacheLine) std::atomic<int> nwaiters_{0};
   // Parameters: written by set_params, read by waits; independent words.
   std::atomic<uint32_t> busy_poll_usecs_{0};
   std::atomic<uint16_t> busy_poll_budget_{0};
   std::atomic<uint8_t> prefer_busy_poll_{0};
   std::atomic<uint64_t> min_wait_ns_{0};
+
+  // Line 3: written by ctl ADD and DEL.
+  alignas(kCacheLine) ItemTable items_ GUARDED_BY(mtx_);
+  std::atomic<long> ep_refs_{1};
+
+  // Line 4: watchers of this instance: parent items, poll().
+  alignas(kCacheLine) WaitQueue poll_wait_;
 
  public:
   // Nesting-check state (nesting.cc), guarded by g_nested except gen_,

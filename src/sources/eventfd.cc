@@ -16,8 +16,8 @@ constexpr uint64_t kMax = UINT64_MAX;  // ULLONG_MAX: the overflow value
 
 EventFd::EventFd(uint64_t initval, int flags)
     : File(FileKind::kEventfd, O_RDWR | (flags & EFD_NONBLOCK)),
-      count_(initval),
-      semaphore_(flags & EFD_SEMAPHORE) {}
+      semaphore_(flags & EFD_SEMAPHORE),
+      count_(initval) {}
 
 uint32_t EventFd::Poll(int) {
   uint64_t count = count_.load(std::memory_order_seq_cst);

@@ -20,6 +20,8 @@ namespace uepoll::impl {
 
 class EventFd final : public File {
  public:
+  // Over-aligned (the layout below): allocated on a cache line.
+  UEPOLL_LINE_ALLOCATED_CLASS
   // flags: EFD_SEMAPHORE | EFD_NONBLOCK | EFD_CLOEXEC, already validated.
   EventFd(uint64_t initval, int flags);
 
@@ -29,9 +31,11 @@ class EventFd final : public File {
   ssize_t Write(const void* buf, size_t count) override;
 
  private:
-  WaitQueue wq_;
-  std::atomic<uint64_t> count_;  // written under wq_.lock_
   const bool semaphore_;
+  // The line every read and write changes, apart from the File header that
+  // every call reads (see Eventpoll's layout): the queue and the count.
+  alignas(kCacheLine) WaitQueue wq_;
+  std::atomic<uint64_t> count_;  // written under wq_.lock_
 };
 
 // uepoll_eventfd: a new eventfd descriptor or -errno.
