@@ -40,6 +40,15 @@ class Deadline {
     int64_t left = at_ns_ - NowNs();
     return left > 0 ? left : 0;
   }
+  // The remaining time as a relative timespec for a kernel call, written
+  // to *ts; nullptr (wait forever) for an infinite deadline.
+  const timespec* RemainingTimespec(timespec* ts) const {
+    if (is_infinite()) return nullptr;
+    int64_t left = RemainingNs();
+    ts->tv_sec = left / 1000000000;
+    ts->tv_nsec = left % 1000000000;
+    return ts;
+  }
   bool Expired() const {
     return kind_ == kZero || (kind_ == kAt && RemainingNs() == 0);
   }

@@ -50,13 +50,7 @@ bool Parker::EnsureFd() {
 
 Parker::Result Parker::SleepFd(const Deadline& deadline, const sigset_t* mask) {
   timespec ts;
-  timespec* tsp = nullptr;
-  if (!deadline.is_infinite()) {
-    int64_t left = deadline.RemainingNs();
-    ts.tv_sec = left / 1000000000;
-    ts.tv_nsec = left % 1000000000;
-    tsp = &ts;
-  }
+  const timespec* tsp = deadline.RemainingTimespec(&ts);
   if (kep_ >= 0) {
     epoll_event ev;
     int n = ::epoll_pwait2(kep_, &ev, 1, tsp, mask);
@@ -90,13 +84,7 @@ void Parker::Drain() {
 // follow futex rules (restarted under SA_RESTART); documented in semantics.md.
 Parker::Result Parker::SleepFutex(const Deadline& deadline) {
   timespec ts;
-  timespec* tsp = nullptr;
-  if (!deadline.is_infinite()) {
-    int64_t left = deadline.RemainingNs();
-    ts.tv_sec = left / 1000000000;
-    ts.tv_nsec = left % 1000000000;
-    tsp = &ts;
-  }
+  const timespec* tsp = deadline.RemainingTimespec(&ts);
   long r = syscall(SYS_futex, reinterpret_cast<int*>(&state_),
                    FUTEX_WAIT | FUTEX_PRIVATE_FLAG, kParked, tsp, nullptr, 0);
   if (r < 0 && errno == ETIMEDOUT) return Result::kTimedOut;

@@ -54,11 +54,13 @@ void FdTable::WaitForUsers(std::atomic<uint64_t>* s, uint64_t w) {
   if (w & kBorrowBit) WaitUntilUnborrowed(FileOf(w));
 }
 
+std::atomic<uint64_t>* FdTable::SlotOfFd(int fd) {
+  if (fd < kBase || long{fd} - kBase >= kCapacity) return nullptr;
+  return Slot(long{fd} - kBase, false);
+}
+
 FileRef FdTable::Lookup(int fd) {
-  if (fd < kBase) return {};
-  long idx = long{fd} - kBase;
-  if (idx >= kCapacity) return {};
-  std::atomic<uint64_t>* s = Slot(idx, false);
+  std::atomic<uint64_t>* s = SlotOfFd(fd);
   if (!s) return {};
   // Acquire pairs with the release RMW that installed the file.
   uint64_t w = s->fetch_add(kCountOne, std::memory_order_acquire);
@@ -70,10 +72,7 @@ FileRef FdTable::Lookup(int fd) {
 }
 
 FileBorrow FdTable::Borrow(int fd) {
-  if (fd < kBase) return {};
-  long idx = long{fd} - kBase;
-  if (idx >= kCapacity) return {};
-  std::atomic<uint64_t>* s = Slot(idx, false);
+  std::atomic<uint64_t>* s = SlotOfFd(fd);
   if (!s) return {};
   // Acquire pairs with the release RMW that installed the file.
   uint64_t w = s->load(std::memory_order_acquire);
@@ -272,8 +271,7 @@ int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
 }
 
 int FdTable::GetFdFlags(int fd) {
-  if (fd < kBase || long{fd} - kBase >= kCapacity) return -EBADF;
-  std::atomic<uint64_t>* s = Slot(long{fd} - kBase, false);
+  std::atomic<uint64_t>* s = SlotOfFd(fd);
   if (!s) return -EBADF;
   uint64_t w = s->load(std::memory_order_acquire);
   if (!FileOf(w)) return -EBADF;
@@ -281,8 +279,7 @@ int FdTable::GetFdFlags(int fd) {
 }
 
 int FdTable::SetFdFlags(int fd, long arg) {
-  if (fd < kBase || long{fd} - kBase >= kCapacity) return -EBADF;
-  std::atomic<uint64_t>* s = Slot(long{fd} - kBase, false);
+  std::atomic<uint64_t>* s = SlotOfFd(fd);
   if (!s) return -EBADF;
   uint64_t w = s->load(std::memory_order_relaxed);
   uint64_t want;

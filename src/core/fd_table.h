@@ -108,6 +108,8 @@ class FdTable {
   FdTable() = default;
   Chunk* GetChunk(long idx, bool create);
   std::atomic<uint64_t>* Slot(long idx, bool create);
+  // The slot of a uepoll number, or nullptr if out of range or never used.
+  std::atomic<uint64_t>* SlotOfFd(int fd);
   // Waits until no lookup is in flight on the slot (after a closer removed
   // the file it had).
   static void WaitForLookups(std::atomic<uint64_t>* s);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <random>
 
 namespace uepoll_test {
@@ -66,6 +67,28 @@ class Budget {
   std::atomic<long> used_{0};
   std::atomic<bool> done_{false};
   Clock::time_point cap_, hard_;
+};
+
+// Calls that failed with an errno outside the set a race can explain: a
+// count, and the last such errno and operation for the report.
+class ErrnoTally {
+ public:
+  void Check(long r, int e, int op, std::initializer_list<int> ok) {
+    if (r >= 0) return;
+    for (int x : ok) {
+      if (x == e) return;
+    }
+    bad_.fetch_add(1, std::memory_order_relaxed);
+    errno_.store(e, std::memory_order_relaxed);
+    op_.store(op, std::memory_order_relaxed);
+  }
+  long bad() const { return bad_.load(std::memory_order_relaxed); }
+  int last_errno() const { return errno_.load(std::memory_order_relaxed); }
+  int last_op() const { return op_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<long> bad_{0};
+  std::atomic<int> errno_{0}, op_{0};
 };
 
 inline void ReportBudget(const char* test, const Budget& b, long iterations) {

@@ -486,17 +486,7 @@ TEST_P(StressUepoll, CloseRacesWaitCtlAndWrites) {
     for (auto& s : slot) s.store(make_source(rng));
     for (auto& s : ep_slot) s.store(b->epoll_create1(0));
   }
-  std::atomic<long> bad{0};
-  std::atomic<int> bad_errno{0}, bad_op{0};
-  auto check = [&](long r, int e, int op, std::initializer_list<int> ok) {
-    if (r >= 0) return;
-    for (int x : ok) {
-      if (x == e) return;
-    }
-    ++bad;
-    bad_errno.store(e);
-    bad_op.store(op);
-  };
+  ErrnoTally tally;
   std::vector<std::thread> th;
   // Waiters.
   for (int w = 0; w < 2; ++w) {
@@ -505,7 +495,7 @@ TEST_P(StressUepoll, CloseRacesWaitCtlAndWrites) {
       while (!budget.Done()) {
         int r = b->epoll_wait(ep_slot[static_cast<size_t>(w) % kEpSlots].load(),
                               evs, 8, 2);
-        check(r, errno, 1, {EBADF, EINVAL});
+        tally.Check(r, errno, 1, {EBADF, EINVAL});
       }
     });
   }
@@ -525,27 +515,28 @@ TEST_P(StressUepoll, CloseRacesWaitCtlAndWrites) {
                         (rng() % 4 ? 0u : EPOLLONESHOT);
             int op = 1 + static_cast<int>(rng() % 3);
             int r = b->epoll_ctl(ep, op, s, &ev);
-            check(r, errno, 2, {EBADF, EINVAL, EEXIST, ENOENT, ELOOP, EPERM});
+            tally.Check(r, errno, 2,
+                        {EBADF, EINVAL, EEXIST, ENOENT, ELOOP, EPERM});
             break;
           }
           case 2:
           case 3: {
             uint64_t one = 1;
             long r = b->write(s, &one, sizeof one);
-            check(r, errno, 3, {EBADF, EINVAL, EAGAIN, EPIPE});
+            tally.Check(r, errno, 3, {EBADF, EINVAL, EAGAIN, EPIPE});
             break;
           }
           case 4: {
             long r = b->read(s, buf, sizeof buf);
-            check(r, errno, 4, {EBADF, EINVAL, EAGAIN, ECONNRESET});
+            tally.Check(r, errno, 4, {EBADF, EINVAL, EAGAIN, ECONNRESET});
             break;
           }
           case 5: {  // close and recreate a source
             size_t i = rng() % kSlots;
             int old = slot[i].exchange(-1);
             if (old >= 0) {
-              int r = b->close(old);        // before reading errno: argument
-              check(r, errno, 5, {EBADF});  // order is unspecified
+              int r = b->close(old);  // before reading errno: argument
+              tally.Check(r, errno, 5, {EBADF});  // order is unspecified
             }
             slot[i].store(make_source(rng));
             break;
@@ -554,7 +545,7 @@ TEST_P(StressUepoll, CloseRacesWaitCtlAndWrites) {
             int other = slot[rng() % kSlots].load();
             if (s >= 0 && other >= 0) {
               int r = b->dup2(s, other);
-              check(r, errno, 6, {EBADF, EBUSY});
+              tally.Check(r, errno, 6, {EBADF, EBUSY});
             }
             break;
           }
@@ -565,14 +556,14 @@ TEST_P(StressUepoll, CloseRacesWaitCtlAndWrites) {
             int old = ep_slot[i].exchange(fresh);
             if (old >= 0) {
               int r = b->close(old);
-              check(r, errno, 7, {EBADF});
+              tally.Check(r, errno, 7, {EBADF});
             }
             if (fresh >= 0 && rng() % 2) {  // nest it into another instance
               epoll_event ev{};
               ev.events = EPOLLIN;
               int r = b->epoll_ctl(ep_slot[rng() % kEpSlots].load(),
                                    EPOLL_CTL_ADD, fresh, &ev);
-              check(r, errno, 8, {EBADF, EINVAL, EEXIST, ELOOP});
+              tally.Check(r, errno, 8, {EBADF, EINVAL, EEXIST, ELOOP});
             }
             break;
           }
@@ -582,8 +573,8 @@ TEST_P(StressUepoll, CloseRacesWaitCtlAndWrites) {
   }
   for (auto& t : th) t.join();
   ReportBudget(Name(), budget, kOps);
-  EXPECT_EQ(bad.load(), 0) << "op " << bad_op.load() << ": unexpected errno "
-                           << strerrorname_np(bad_errno.load());
+  EXPECT_EQ(tally.bad(), 0) << "op " << tally.last_op() << ": unexpected errno "
+                            << strerrorname_np(tally.last_errno());
   // Close every number that may still be open (slots can hold stale
   // numbers, so close by range), then the fixture checks for leaks.
   for (int fd = UEPOLL_FD_BASE; fd < UEPOLL_FD_BASE + 256; ++fd) b->close(fd);
@@ -614,17 +605,8 @@ TEST_P(StressUepoll, CloseAndDup2OfBorrowedInstances) {
   }
   std::array<std::atomic<int>, kEpSlots> ep_slot;
   for (auto& e : ep_slot) e.store(b->epoll_create1(0));
-  std::atomic<long> bad{0}, events{0}, bad_data{0};
-  std::atomic<int> bad_errno{0}, bad_op{0};
-  auto check = [&](long r, int e, int op, std::initializer_list<int> ok) {
-    if (r >= 0) return;
-    for (int x : ok) {
-      if (x == e) return;
-    }
-    ++bad;
-    bad_errno.store(e);
-    bad_op.store(op);
-  };
+  std::atomic<long> events{0}, bad_data{0};
+  ErrnoTally tally;
   std::vector<std::thread> th;
   for (int t = 0; t < 3; ++t) {
     th.emplace_back([&, t] {
@@ -636,7 +618,7 @@ TEST_P(StressUepoll, CloseAndDup2OfBorrowedInstances) {
           case 0:
           case 1: {
             int r = b->epoll_wait(ep, evs, 8, 0);
-            check(r, errno, 1, {EBADF, EINVAL});
+            tally.Check(r, errno, 1, {EBADF, EINVAL});
             for (int i = 0; i < r; ++i) {
               if ((evs[i].data.u64 & 0xFFFF0000'00000000ULL) != kMagic)
                 ++bad_data;
@@ -650,7 +632,7 @@ TEST_P(StressUepoll, CloseAndDup2OfBorrowedInstances) {
             ev.data.u64 = kMagic | rng() % 1000;
             int op = 1 + static_cast<int>(rng() % 3);
             int r = b->epoll_ctl(ep, op, src[rng() % kSources], &ev);
-            check(r, errno, 2, {EBADF, EINVAL, EEXIST, ENOENT});
+            tally.Check(r, errno, 2, {EBADF, EINVAL, EEXIST, ENOENT});
             break;
           }
           default: {  // an instance into an instance: two borrows
@@ -660,7 +642,7 @@ TEST_P(StressUepoll, CloseAndDup2OfBorrowedInstances) {
             int inner = ep_slot[rng() % kEpSlots].load();
             int op = rng() % 2 ? EPOLL_CTL_ADD : EPOLL_CTL_DEL;
             int r = b->epoll_ctl(ep, op, inner, &ev);
-            check(r, errno, 3, {EBADF, EINVAL, EEXIST, ENOENT, ELOOP});
+            tally.Check(r, errno, 3, {EBADF, EINVAL, EEXIST, ENOENT, ELOOP});
             break;
           }
         }
@@ -677,22 +659,22 @@ TEST_P(StressUepoll, CloseAndDup2OfBorrowedInstances) {
           int fresh = b->epoll_create1(0);
           int old = ep_slot[i].exchange(fresh);
           int r = b->close(old);
-          check(r, errno, 4, {EBADF});
+          tally.Check(r, errno, 4, {EBADF});
           break;
         }
         case 1: {  // another instance over this number
           int other = ep_slot[(i + 1) % kEpSlots].load();
           int r = b->dup2(other, cur);
-          check(r, errno, 5, {EBADF, EBUSY});
+          tally.Check(r, errno, 5, {EBADF, EBUSY});
           break;
         }
         default: {  // an eventfd over this number, then an instance again
           int r = b->dup2(src[rng() % kSources], cur);
-          check(r, errno, 6, {EBADF, EBUSY});
+          tally.Check(r, errno, 6, {EBADF, EBUSY});
           int fresh = b->epoll_create1(0);
           if (ep_slot[i].compare_exchange_strong(cur, fresh)) {
             r = b->close(cur);
-            check(r, errno, 7, {EBADF});
+            tally.Check(r, errno, 7, {EBADF});
           } else {
             b->close(fresh);
           }
@@ -704,8 +686,8 @@ TEST_P(StressUepoll, CloseAndDup2OfBorrowedInstances) {
   for (auto& t : th) t.join();
   ReportBudget(Name(), budget, kOps);
   std::printf("[stress] %s: %ld events\n", Name(), events.load());
-  EXPECT_EQ(bad.load(), 0) << "op " << bad_op.load() << ": unexpected errno "
-                           << strerrorname_np(bad_errno.load());
+  EXPECT_EQ(tally.bad(), 0) << "op " << tally.last_op() << ": unexpected errno "
+                            << strerrorname_np(tally.last_errno());
   EXPECT_EQ(bad_data.load(), 0) << "an event carried data no ADD/MOD set";
   EXPECT_GT(events.load(), 0) << "no wait ever found an event: the test "
                                  "did not exercise harvests";
