@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -26,7 +27,34 @@ Parker::~Parker() {
   if (efd_ >= 0) ::close(efd_);
 }
 
+namespace {
+
+// Bumped in the child of every fork(). A parker whose descriptors predate
+// the current generation is the forking thread's copy: its eventfd and
+// kernel epoll are shared with the parent's thread, and an edge written
+// for one could wake the other (epoll waiters are exclusive), so the child
+// makes its own.
+std::atomic<unsigned> g_fork_generation{0};
+void OnForkChild() {
+  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+}
+[[maybe_unused]] const int g_atfork_registered =
+    pthread_atfork(nullptr, nullptr, OnForkChild);
+
+}  // namespace
+
 bool Parker::EnsureFd() {
+  unsigned gen = g_fork_generation.load(std::memory_order_relaxed);
+  if (gen != fork_generation_) {
+    // Only this thread exists in the child, so no waker holds the old
+    // numbers; they are the child's copies, and closing them leaves the
+    // parent's alone.
+    if (kep_ >= 0) ::close(kep_);
+    if (efd_ >= 0) ::close(efd_);
+    kep_ = efd_ = -1;
+    kep_failed_ = fd_failed_ = false;
+    fork_generation_ = gen;
+  }
   if (efd_ < 0) {
     if (fd_failed_) return false;
     efd_ = ::eventfd(0, EFD_CLOEXEC);
@@ -57,9 +85,11 @@ Parker::Result Parker::SleepFd(const Deadline& deadline, const sigset_t* mask) {
     if (n > 0) return Result::kWoken;  // an edge: no count to read back
     if (n == 0) return Result::kTimedOut;
     if (errno == EINTR) return Result::kInterrupted;
-    if (errno != ENOSYS) return Result::kWoken;  // the loop checks the token
-    // A kernel before 5.11: ppoll from now on.
-    ::close(kep_);
+    // Anything else would repeat forever: a kernel before 5.11 (ENOSYS), a
+    // seccomp filter that refuses the call (EPERM), or the application
+    // closed the descriptor under us (EBADF: then it is not ours to close).
+    // ppoll from now on.
+    if (errno != EBADF) ::close(kep_);
     kep_ = -1;
     kep_failed_ = true;
   }

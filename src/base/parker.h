@@ -86,6 +86,8 @@ class Parker {
   // could not be made (then Park uses ppoll).
   int kep_ = -1;
   bool kep_failed_ = false;
+  // The fork generation the descriptors were made in (EnsureFd).
+  unsigned fork_generation_ = 0;
 };
 
 }  // namespace uepoll::impl

@@ -52,8 +52,10 @@ BorrowRecord* AcquireRecord() {
   BorrowRecord* head = g_records.load(std::memory_order_relaxed);
   do {
     r->next = head;
-    // Release publishes the record's fields (next) to scanners.
-  } while (!g_records.compare_exchange_weak(head, r, std::memory_order_release,
+    // seq_cst, not just release: a closer's scan (seq_cst load of the head)
+    // must not miss a record whose first hazard it has to see; the Dekker
+    // pair of borrow.h covers the hazard and the slot, not the list.
+  } while (!g_records.compare_exchange_weak(head, r, std::memory_order_seq_cst,
                                             std::memory_order_relaxed));
   return r;
 }
@@ -83,6 +85,7 @@ void FileBorrow::Reset() {
     rec_->pinned[slot_] = nullptr;
     f_->Unref();
   } else {
+    rec_->valid[slot_] = false;
     // Release: every access this call made to *f_ happens before a closer
     // that sees the hazard gone (its acquire load) drops the last reference.
     rec_->hazard[slot_].store(nullptr, std::memory_order_release);
@@ -95,7 +98,8 @@ void PinBorrowed() {
   if (!r) return;
   for (int i = 0; i < BorrowRecord::kSlots; ++i) {
     File* f = r->hazard[i].load(std::memory_order_relaxed);
-    if (!f) continue;
+    if (!f || !r->valid[i]) continue;
+    r->valid[i] = false;
     // Safe: while the hazard is set, a closer of any slot holding f waits,
     // so the slot's reference keeps refs_ above zero. The Ref is ordered
     // before the release store below, which the closer acquires.
@@ -106,7 +110,7 @@ void PinBorrowed() {
 }
 
 void WaitUntilUnborrowed(File* f) {
-  for (BorrowRecord* r = g_records.load(std::memory_order_acquire); r;
+  for (BorrowRecord* r = g_records.load(std::memory_order_seq_cst); r;
        r = r->next) {
     for (int i = 0; i < BorrowRecord::kSlots; ++i) {
       // seq_cst: the other half of the Dekker pair with FdTable::Borrow

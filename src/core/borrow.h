@@ -52,6 +52,11 @@ struct alignas(64) BorrowRecord {
   std::atomic<File*> hazard[kSlots] = {};
   // Owner only: hazards PinBorrowed() turned into counted references.
   File* pinned[kSlots] = {};
+  // Owner only: the hazard was validated against its slot. PinBorrowed
+  // pins only these: a signal handler that sleeps in uepoll while the
+  // interrupted Borrow has published but not yet validated its hazard must
+  // not take a reference on a file that may already be freed.
+  bool valid[kSlots] = {};
   std::atomic<bool> in_use{false};  // a live thread owns this record
   BorrowRecord* next = nullptr;     // immutable once the record is listed
 

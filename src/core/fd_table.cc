@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sched.h>
 
+#include <cassert>
 #include <new>
 
 #include "base/mutex.h"
@@ -64,6 +65,9 @@ FileRef FdTable::Lookup(int fd) {
   if (!s) return {};
   // Acquire pairs with the release RMW that installed the file.
   uint64_t w = s->fetch_add(kCountOne, std::memory_order_acquire);
+  // 16383 lookups of one number in flight at once would carry into the
+  // borrowable bit (fd_table.h).
+  assert((w & kCountMask) != kCountMask);
   File* f = FileOf(w);
   if (f) f->Ref();
   // Release: our reference is taken before a closer sees the count drop.
@@ -89,6 +93,10 @@ FileBorrow FdTable::Borrow(int fd) {
       // The bit too: the same address may now be a new file that is not an
       // instance, whose closers would not look for hazards.
       if (FileOf(again) == f && (again & kBorrowBit)) {
+        // Only now may PinBorrowed (from a signal handler on this thread,
+        // say) turn the hazard into a reference.
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        rec->valid[slot] = true;
         return FileBorrow(f, rec, slot);
       }
       rec->hazard[slot].store(nullptr, std::memory_order_relaxed);

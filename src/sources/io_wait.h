@@ -76,8 +76,13 @@ inline bool UserFault(const void* p) {
 
 // send_sig(SIGPIPE, current, 0): a thread-directed SIGPIPE for the caller.
 // Called with no lock held, as the kernel delivers it on return to user
-// space: a handler may call back into uepoll.
-inline void RaiseSigpipe() { pthread_kill(pthread_self(), SIGPIPE); }
+// space: a handler may call back into uepoll, even close the descriptor
+// being written, so the write's borrow is pinned first (a closer would
+// otherwise wait for this very thread).
+inline void RaiseSigpipe() {
+  PinBorrowed();
+  pthread_kill(pthread_self(), SIGPIPE);
+}
 
 }  // namespace uepoll::impl
 

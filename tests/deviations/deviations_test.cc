@@ -3,13 +3,17 @@
 // and the document updated.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -240,6 +244,94 @@ TEST_F(Deviations, ParkerWithOneKernelDescriptorLeftKeepsWaitSemantics) {
   EXPECT_EQ(interrupted, -1);
   EXPECT_EQ(interrupted_errno, EINTR);
   EXPECT_GE(g_usr1_handled.load(), 1);
+  EXPECT_EQ(uepoll_close(ep), 0);
+}
+
+// D12's neighbour: a child forked by a thread that has slept in uepoll gets
+// that thread's parker as a copy, including its kernel descriptors. Those
+// are made anew in the child: were they shared, an edge written to wake the
+// parent's thread could wake the child's sleep instead (kernel epoll
+// waiters are exclusive, newest first), and the parent's thread would
+// sleep on. Here the child sleeps after the parent's thread, so it would be
+// the one woken.
+char ProcessState(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  std::ifstream in(path);
+  std::string stat((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  size_t p = stat.rfind(')');
+  return p == std::string::npos || p + 2 >= stat.size() ? 0 : stat[p + 2];
+}
+
+TEST_F(Deviations, ForkedChildDoesNotTakeTheParentsWakeups) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support fork() in a threaded "
+                  "process whose child keeps running";
+#endif
+  int ep = uepoll_epoll_create1(0);
+  int efd = uepoll_eventfd(0, EFD_NONBLOCK);
+  ASSERT_GE(ep, 0);
+  ASSERT_GE(efd, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ASSERT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev), 0);
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  std::atomic<pid_t> child{0}, tid{0};
+  std::atomic<int> result{-2};
+  std::thread h([&] {
+    epoll_event out[1];
+    uepoll_epoll_wait(ep, out, 1, 1);  // this thread's parker sleeps once
+    tid = static_cast<pid_t>(syscall(SYS_gettid));
+    pid_t pid = fork();
+    if (pid == 0) {
+      char c;
+      if (::read(go[0], &c, 1) != 1) _exit(1);
+      int cep = uepoll_epoll_create1(0);
+      uepoll_epoll_wait(cep, out, 1, 10000);  // the newest sleeper
+      _exit(0);
+    }
+    child = pid;
+    if (pid < 0) return;
+    result = uepoll_epoll_wait(ep, out, 1, -1);
+  });
+  // No ASSERT until h is joined: each step only decides whether the next
+  // one can be meaningful.
+  bool forked =
+      Eventually([&] { return child.load() != 0; }) && child.load() > 0;
+  bool parked = forked && WaitUntilSleeping(tid.load());
+  bool child_slept = parked && ::write(go[1], "x", 1) == 1 &&
+                     Eventually([&] { return ProcessState(child) == 'S'; });
+  uint64_t one = 1;
+  bool written = forked && uepoll_write(efd, &one, sizeof one) == 8;
+  bool woken = written && Eventually([&] { return result.load() != -2; });
+  if (forked) {
+    kill(child.load(), SIGKILL);  // the child's sleep is no longer needed
+    waitpid(child.load(), nullptr, 0);
+  }
+  // Rescue a thread whose wakeup was taken: its token is set, so a signal
+  // that ends its sleep makes it harvest (the handler does nothing).
+  struct sigaction sa {
+  }, old_sa{};
+  sa.sa_handler = [](int) {};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, &old_sa);
+  Eventually([&] {
+    if (result.load() != -2 || !forked) return true;
+    pthread_kill(h.native_handle(), SIGUSR1);
+    return result.load() != -2;
+  });
+  h.join();
+  sigaction(SIGUSR1, &old_sa, nullptr);
+  ::close(go[0]);
+  ::close(go[1]);
+  ASSERT_TRUE(forked) << "fork failed";
+  EXPECT_TRUE(parked);
+  EXPECT_TRUE(child_slept);
+  EXPECT_TRUE(woken) << "the parent's thread missed its wakeup";
+  EXPECT_EQ(result.load(), 1);
+  EXPECT_EQ(uepoll_close(efd), 0);
   EXPECT_EQ(uepoll_close(ep), 0);
 }
 

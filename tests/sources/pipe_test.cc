@@ -4,6 +4,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -217,6 +218,50 @@ TEST_P(PipeSource, io__epipe_raises_sigpipe_on_the_calling_thread) {
   EXPECT_EQ(sigtimedwait(&pipe_set, &info, &zero), SIGPIPE);
   EXPECT_EQ(info.si_code, SI_USER) << "send_sig(..., 0) is a user signal";
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+// A SIGPIPE handler may close the very descriptor whose write raised it:
+// the write still fails EPIPE and the number is closed afterwards. The
+// write runs on a thread other than the pipe's creator, after a first
+// write there, so that on uepoll it borrows the pipe (docs/design.md,
+// "Borrowed lookups"); the borrow must not make the handler's close wait
+// for the interrupted write.
+std::atomic<int> g_close_in_handler{-1};
+std::atomic<const Backend*> g_handler_backend{nullptr};
+std::atomic<int> g_handler_close_result{-2};
+
+TEST_P(PipeSource, io__sigpipe_handler_may_close_the_written_descriptor) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  struct sigaction sa {
+  }, old_sa{};
+  sa.sa_handler = [](int) {
+    g_handler_close_result =
+        g_handler_backend.load()->close(g_close_in_handler.load());
+  };
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGPIPE, &sa, &old_sa), 0);
+  g_handler_backend = &B();
+  g_close_in_handler = p[1];
+  g_handler_close_result = -2;
+  int write_result = 0, write_errno = 0, after = 0, after_errno = 0;
+  std::thread writer([&] {
+    char c = 'x';
+    if (B().write(p[1], &c, 1) != 1) return;  // first use on this thread
+    ASSERT_EQ(Close(p[0]), 0);
+    write_result = static_cast<int>(B().write(p[1], &c, 1));
+    write_errno = errno;
+    after = static_cast<int>(B().write(p[1], &c, 1));
+    after_errno = errno;
+  });
+  writer.join();
+  sigaction(SIGPIPE, &old_sa, nullptr);
+  Forget(p[1]);
+  EXPECT_EQ(g_handler_close_result.load(), 0);
+  EXPECT_EQ(write_result, -1);
+  EXPECT_EQ(write_errno, EPIPE);
+  EXPECT_EQ(after, -1);
+  EXPECT_EQ(after_errno, EBADF) << "the handler's close did not take effect";
 }
 
 TEST_P(PipeSource, io__pipe2_argument_errors) {
