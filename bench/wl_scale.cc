@@ -1,10 +1,10 @@
 // scale: N sources registered in one instance. Three figures:
 //  - memory per registration, taken around the ADD loop only (the sources
 //    already exist): for uepoll the growth of the malloc heap's in-use bytes
-//    (and of this process's RSS); for the kernel, whose epitems live in kernel slabs, the
-//    growth of /proc/slabinfo's eventpoll_epi and eventpoll_pwq caches (those
-//    present: a cache merged into another one is not visible), with the RSS
-//    growth alongside;
+//    (and of this process's RSS); for the kernel, whose epitems live in kernel
+//    slabs, the growth of /proc/slabinfo's eventpoll_epi and eventpoll_pwq
+//    caches (those present: a cache merged into another one is not visible),
+//    with the RSS growth alongside;
 //  - the ADD rate;
 //  - the cost of a non-blocking wait that finds the one ready source among N.
 #include <errno.h>
