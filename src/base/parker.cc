@@ -137,6 +137,7 @@ Parker::Result Parker::ParkLoop(const Deadline& deadline,
     errno = saved_errno;
     return Result::kWoken;
   }
+  if (void (*hook)() = before_sleep_.load(std::memory_order_relaxed)) hook();
   Result result;
   for (;;) {
     result = sleep_once();

@@ -61,6 +61,14 @@ class Parker {
 
   void Unpark();
 
+  // Runs before every sleep in the kernel, on the sleeping thread. The
+  // epoll layer installs PinBorrowed there (core/borrow.cc) the first time
+  // a thread borrows a file, so that no closer waits for a thread that
+  // sleeps; base/ itself knows nothing of files.
+  static void SetBeforeSleep(void (*hook)()) {
+    before_sleep_.store(hook, std::memory_order_relaxed);
+  }
+
   Parker();
   ~Parker();
   Parker(const Parker&) = delete;
@@ -79,6 +87,9 @@ class Parker {
   template <class SleepOnce>
   Result ParkLoop(const Deadline& deadline, SleepOnce sleep_once);
 
+  // Relaxed: a thread that has something to pin installed the hook itself,
+  // before its own sleep.
+  static inline std::atomic<void (*)()> before_sleep_{nullptr};
   std::atomic<int> state_{kEmpty};
   int efd_ = -1;  // created on first sleep; -1 if that failed (futex fallback)
   bool fd_failed_ = false;

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "base/mutex.h"
+#include "base/parker.h"
 
 namespace uepoll::impl {
 namespace {
@@ -73,6 +74,7 @@ BorrowRecord* MyBorrowRecord() {
   if (tl_record) return tl_record;
   if (tl_exited) return nullptr;
   tl_releaser.armed = true;  // constructs it, so its destructor will run
+  Parker::SetBeforeSleep(PinBorrowed);  // before this thread's first borrow
   tl_record = AcquireRecord();
   return tl_record;
 }

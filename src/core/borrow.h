@@ -25,11 +25,13 @@
 //    either the borrower's second read sees the slot cleared (and it falls
 //    back to a counted Lookup) or the closer's scan sees the hazard.
 //  - A borrow is held for a bounded time: ctl never sleeps except on mutexes
-//    whose holders make progress. A wait that is about to sleep or busy-poll
-//    first calls PinBorrowed(), which turns each of the thread's hazards
+//    whose holders make progress. Before a thread sleeps in the kernel,
+//    Parker runs PinBorrowed() (installed as its before-sleep hook by
+//    MyBorrowRecord), which turns each of the thread's validated hazards
 //    into a counted reference (File::Ref is safe: the hazard keeps the
 //    slot's reference alive) and clears the hazard, so a closer never waits
-//    for a sleeping thread.
+//    for a sleeping thread. Busy polling and a raised SIGPIPE (whose handler
+//    may close the descriptor) call it themselves.
 //  - Frees are never deferred: the last Unref still frees at once, so leak
 //    checks and sanitizer reports mean what they meant before.
 //
@@ -97,8 +99,9 @@ class FileBorrow {
 // record could not be allocated): callers then take a counted reference.
 BorrowRecord* MyBorrowRecord();
 
-// Before a thread sleeps or spins in a wait: its borrows become counted
-// references, so that closers need not wait for it.
+// Before a thread sleeps (Parker's hook), spins in a wait or raises a
+// signal: its borrows become counted references, so that closers need not
+// wait for it.
 void PinBorrowed();
 
 // For closers, after the file left its slot: returns once no thread holds

@@ -57,7 +57,8 @@ class FdTable {
   // The file at fd for the length of one call, or an empty FileBorrow
   // (EBADF). A borrowable slot's file is borrowed through a hazard pointer
   // (no write to a shared line); any other file gets a counted reference.
-  // A caller that may sleep calls PinBorrowed() first.
+  // Parker pins the borrow before any sleep; a caller that spins (busy
+  // polling) or raises a signal calls PinBorrowed() first.
   FileBorrow Borrow(int fd);
 
   // Installs f (adopting one reference) at the lowest free number >= minfd

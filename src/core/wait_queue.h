@@ -92,9 +92,6 @@ class WaitQueue {
 template <class Pred>
 int WaitEventLocked(WaitQueue& q, bool exclusive, Pred pred) REQUIRES(q.lock_);
 
-// core/borrow.h (declared here: borrow.h needs File, which needs this).
-void PinBorrowed();
-
 // Implementation detail of WaitEventLocked.
 struct ThreadWaitEntry {
   WaitEntry entry;
@@ -112,7 +109,6 @@ int WaitEventLocked(WaitQueue& q, bool exclusive,
   while (!pred()) {
     q.AddLocked(&w.entry);
     q.lock_.Unlock();
-    PinBorrowed();  // closers must not wait for a sleeping thread
     Parker::Result r = w.parker->ParkIo();
     q.lock_.Lock();
     bool woken = !w.entry.node.linked();

@@ -204,7 +204,6 @@ int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
       if (!enough) QueueWaiterLocked(&w);
     }
     if (enough) break;
-    PinBorrowed();  // closers must not wait for a sleeping thread
     Parker::Result r = w.parker->Park(until, args.sigmask);
     {
       MutexLock l(lock_);
@@ -240,7 +239,6 @@ int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
       if (!eavail) QueueWaiterLocked(&w);
     }
     if (eavail) continue;
-    PinBorrowed();  // closers must not wait for a sleeping thread
     Parker::Result r = w.parker->Park(deadline, sigmask);
     {
       MutexLock l(lock_);

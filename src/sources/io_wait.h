@@ -52,7 +52,6 @@ int WaitForIo(WaitQueue& q, bool exclusive, SignalRule rule, Ready ready) {
       if (!w.entry.node.linked()) q.AddLocked(&w.entry);
     }
     if (ready()) break;
-    PinBorrowed();  // closers must not wait for a sleeping thread
     Parker::Result r = rule == SignalRule::kRestartable
                            ? w.parker->ParkIo()
                            : w.parker->Park(Deadline::Infinite(), nullptr);
