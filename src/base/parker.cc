@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <linux/futex.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -15,181 +14,321 @@
 
 namespace uepoll::impl {
 
+// Every live Parker, so that the child of a fork() can close the descriptors
+// of all of them while the numbers are still theirs (parker.h). Its lock is
+// taken by the atfork prepare handler, so no parker is half-registered when
+// the child starts.
+struct ParkerRegistry {
+  Mutex mu;
+  ListNode parkers GUARDED_BY(mu);
+
+  static ParkerRegistry& Get() {
+    // Never destroyed: threads may exit after static destructors ran.
+    static ParkerRegistry* r = Init();
+    return *r;
+  }
+
+ private:
+  static ParkerRegistry* Init();
+  static void Prepare() NO_THREAD_SAFETY_ANALYSIS { Get().mu.Lock(); }
+  static void Parent() NO_THREAD_SAFETY_ANALYSIS { Get().mu.Unlock(); }
+  static void Child() NO_THREAD_SAFETY_ANALYSIS;
+};
+
+namespace {
+
+// The calling thread's parker, once constructed (for the fork child).
+thread_local Parker* tl_self = nullptr;
+
+constexpr int64_t kFutexChunkNs = int64_t{3600} * 1000000000;  // 1 hour
+
+// The futex sleep, as a cancellation point: asynchronous cancellation is
+// enabled only around the syscall, in a frame that owns nothing, so a
+// cancellation unwinds from here into the callers' destructors (a frame
+// with cleanups must never be the one interrupted: its unwind tables only
+// describe its call sites). Returns the syscall's result, errno preserved.
+[[gnu::noinline]] long CancellableFutexWait(std::atomic<int>* word, int val,
+                                            const timespec* rel) {
+  int old_type;
+  pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old_type);
+  long r = syscall(SYS_futex, reinterpret_cast<int*>(word),
+                   FUTEX_WAIT | FUTEX_PRIVATE_FLAG, val, rel, nullptr, 0);
+  int saved = errno;
+  pthread_setcanceltype(old_type, nullptr);
+  errno = saved;
+  return r;
+}
+
+void FutexWake(std::atomic<int>* word) {
+  syscall(SYS_futex, reinterpret_cast<int*>(word),
+          FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, nullptr, nullptr, 0);
+}
+
+// MOD of efd's registration in pkep: the identity check that makes every
+// use of the two numbers safe (parker.h). events 0 disarms, EPOLLIN arms.
+bool ModWake(int pkep, int efd, uint32_t events) {
+  if (pkep < 0 || efd < 0) return false;
+  epoll_event ev{};
+  ev.events = events;
+  return ::epoll_ctl(pkep, EPOLL_CTL_MOD, efd, &ev) == 0;
+}
+
+// The relative timeout of one sleep; nullptr for an infinite deadline.
+const timespec* SleepTimeout(const Deadline& deadline, timespec* ts) {
+  return deadline.RemainingTimespec(ts);
+}
+
+}  // namespace
+
+ParkerRegistry* ParkerRegistry::Init() {
+  auto* r = new ParkerRegistry;
+  pthread_atfork(Prepare, Parent, Child);
+  return r;
+}
+
+void ParkerRegistry::Child() {
+  ParkerRegistry& r = Get();
+  // Only the forking thread exists here, and no application code has run
+  // since fork(): every number below is still the one its parker made, a
+  // copy the child owns. Close them all; the parkers of threads that do not
+  // exist in the child are forgotten (their memory is never used again).
+  for (ListNode* n = r.parkers.next; n != &r.parkers; n = n->next) {
+    Parker* p = UEPOLL_CONTAINER_OF(n, Parker, registry_node_);
+    int ep = p->pkep_.exchange(-1, std::memory_order_relaxed);
+    int ef = p->efd_.exchange(-1, std::memory_order_relaxed);
+    if (ep >= 0) ::close(ep);
+    if (ef >= 0) ::close(ef);
+  }
+  r.parkers.Reset();
+  if (tl_self) {
+    tl_self->registry_node_.Reset();
+    r.parkers.PushBack(&tl_self->registry_node_);
+  }
+  r.mu.Unlock();
+}
+
 Parker& Parker::Current() {
   thread_local Parker parker;
   return parker;
 }
 
-Parker::Parker() = default;
+Parker::Parker() {
+  ParkerRegistry& r = ParkerRegistry::Get();
+  MutexLock l(r.mu);
+  r.parkers.PushBack(&registry_node_);
+  tl_self = this;
+}
 
 Parker::~Parker() {
-  if (kep_ >= 0) ::close(kep_);
-  if (efd_ >= 0) ::close(efd_);
+  {
+    ParkerRegistry& r = ParkerRegistry::Get();
+    MutexLock l(r.mu);
+    registry_node_.Unlink();
+  }
+  tl_self = nullptr;
+  int ep = pkep_.load(std::memory_order_relaxed);
+  int ef = efd_.load(std::memory_order_relaxed);
+  // Close them only if they are still ours (parker.h).
+  if (ModWake(ep, ef, 0)) {
+    ::close(ep);
+    ::close(ef);
+  }
 }
 
-namespace {
-
-// Bumped in the child of every fork(). A parker whose descriptors predate
-// the current generation is the forking thread's copy: its eventfd and
-// kernel epoll are shared with the parent's thread, and an edge written
-// for one could wake the other (epoll waiters are exclusive), so the child
-// makes its own.
-std::atomic<unsigned> g_fork_generation{0};
-void OnForkChild() {
-  g_fork_generation.fetch_add(1, std::memory_order_relaxed);
-}
-[[maybe_unused]] const int g_atfork_registered =
-    pthread_atfork(nullptr, nullptr, OnForkChild);
-
-}  // namespace
-
-bool Parker::EnsureFd() {
-  unsigned gen = g_fork_generation.load(std::memory_order_relaxed);
-  if (gen != fork_generation_) {
-    // Only this thread exists in the child, so no waker holds the old
-    // numbers; they are the child's copies, and closing them leaves the
-    // parent's alone.
-    if (kep_ >= 0) ::close(kep_);
-    if (efd_ >= 0) ::close(efd_);
-    kep_ = efd_ = -1;
-    kep_failed_ = fd_failed_ = false;
-    fork_generation_ = gen;
+bool Parker::EnsureFds() {
+  if (pkep_.load(std::memory_order_relaxed) >= 0) return true;
+  // Count 1 forever: readable at all times; the registration's events
+  // decide whether pkep_ reports it.
+  int ef = ::eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (ef < 0) return false;
+  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};  // no events: disarmed
+  if (ep < 0 || ::epoll_ctl(ep, EPOLL_CTL_ADD, ef, &ev) != 0) {
+    if (ep >= 0) ::close(ep);
+    ::close(ef);
+    return false;
   }
-  if (efd_ < 0) {
-    if (fd_failed_) return false;
-    efd_ = ::eventfd(0, EFD_CLOEXEC);
-    if (efd_ < 0) {
-      fd_failed_ = true;  // out of kernel descriptors: use futex
-      return false;
-    }
-  }
-  if (kep_ < 0 && !kep_failed_) {
-    kep_ = ::epoll_create1(EPOLL_CLOEXEC);
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLET;
-    if (kep_ >= 0 && ::epoll_ctl(kep_, EPOLL_CTL_ADD, efd_, &ev) != 0) {
-      ::close(kep_);
-      kep_ = -1;
-    }
-    if (kep_ < 0) kep_failed_ = true;  // ppoll on efd_ still works
-  }
+  efd_.store(ef, std::memory_order_relaxed);
+  pkep_.store(ep, std::memory_order_relaxed);
   return true;
 }
 
-Parker::Result Parker::SleepFd(const Deadline& deadline, const sigset_t* mask) {
+void Parker::AbandonFds() {
+  pkep_.store(-1, std::memory_order_relaxed);
+  efd_.store(-1, std::memory_order_relaxed);
+}
+
+unsigned Parker::SleepFutex(const Deadline& deadline, bool restartable) {
   timespec ts;
-  const timespec* tsp = deadline.RemainingTimespec(&ts);
-  if (kep_ >= 0) {
-    epoll_event ev;
-    int n = ::epoll_pwait2(kep_, &ev, 1, tsp, mask);
-    if (n > 0) return Result::kWoken;  // an edge: no count to read back
-    if (n == 0) return Result::kTimedOut;
-    if (errno == EINTR) return Result::kInterrupted;
-    // Anything else would repeat forever: a kernel before 5.11 (ENOSYS), a
-    // seccomp filter that refuses the call (EPERM), or the application
-    // closed the descriptor under us (EBADF: then it is not ours to close).
-    // ppoll from now on.
-    if (errno != EBADF) ::close(kep_);
-    kep_ = -1;
-    kep_failed_ = true;
+  const timespec* rel = nullptr;
+  if (!restartable) {
+    // Always a timeout (epoll_wait's EINTR rule, parker.h); an infinite
+    // deadline sleeps in long chunks.
+    if (deadline.is_infinite()) {
+      ts.tv_sec = kFutexChunkNs / 1000000000;
+      ts.tv_nsec = 0;
+      rel = &ts;
+    } else {
+      rel = SleepTimeout(deadline, &ts);
+    }
   }
-  pollfd pfd{efd_, POLLIN, 0};
-  int n = ::ppoll(&pfd, 1, tsp, mask);
-  if (n > 0) {
-    Drain();
-    return Result::kWoken;
-  }
-  if (n == 0) return Result::kTimedOut;
-  return errno == EINTR ? Result::kInterrupted : Result::kWoken;
-}
-
-void Parker::Drain() {
-  uint64_t v;
-  // The fd is readable (ppoll said so) or we were woken through it.
-  while (::read(efd_, &v, sizeof v) < 0 && errno == EINTR) {
+  int parked = kParkedFutex;
+  long r = CancellableFutexWait(&state_, parked, rel);
+  if (r == 0) return 0;  // woken (or spurious): the loop checks the token
+  switch (errno) {
+    case EINTR:
+      return kInterrupted;
+    case ETIMEDOUT:
+      return deadline.Expired() ? kTimedOut : 0;
+    default:  // EAGAIN: the word changed, a token arrived
+      return 0;
   }
 }
 
-// Degraded mode when no eventfd can be created: a futex sleep. Signals then
-// follow futex rules (restarted under SA_RESTART); documented in semantics.md.
-Parker::Result Parker::SleepFutex(const Deadline& deadline) {
+unsigned Parker::SleepFd(const Deadline& deadline, const sigset_t* mask,
+                         pollfd* kfds, nfds_t nkfds) {
+  int ep = pkep_.load(std::memory_order_relaxed);
+  // Disarm, which also proves the numbers are still ours.
+  if (!ModWake(ep, efd_.load(std::memory_order_relaxed), 0)) return kRetry;
+  // A waker that armed before the disarm left its token in state_.
+  if (state_.load(std::memory_order_acquire) == kNotified) return 0;
+  pollfd own;
+  pollfd* fds = kfds ? kfds : &own;
+  nfds_t n = kfds ? nkfds : 1;
+  fds[0].fd = ep;
+  fds[0].events = POLLIN;
+  fds[0].revents = 0;
   timespec ts;
-  const timespec* tsp = deadline.RemainingTimespec(&ts);
-  long r = syscall(SYS_futex, reinterpret_cast<int*>(&state_),
-                   FUTEX_WAIT | FUTEX_PRIVATE_FLAG, kParked, tsp, nullptr, 0);
-  if (r < 0 && errno == ETIMEDOUT) return Result::kTimedOut;
-  if (r < 0 && errno == EINTR) return Result::kInterrupted;
-  return Result::kWoken;
+  // ppoll is one of libc's cancellation points, never restarted after a
+  // handler, and installs the mask atomically.
+  int r = ::ppoll(fds, n, SleepTimeout(deadline, &ts), mask);
+  if (r > 0) {
+    if (fds[0].revents & POLLNVAL) return kRetry;
+    unsigned res = 0;
+    for (nfds_t i = 1; i < n; ++i) {
+      if (fds[i].revents) res |= kKernelReady;
+    }
+    return res;  // 0: only ours is ready, the loop checks the token
+  }
+  if (r == 0) return kTimedOut;
+  // EINTR, or a failure that would repeat (ENOMEM, EINVAL): end the wait.
+  return kInterrupted;
 }
 
-// The protocol both sleeps share: publish kParked (or take a token that
-// is already there), sleep with sleep_once() until a real token, the
-// deadline or a signal, then leave kParked.
+// No descriptor could be made (semantics.md D7). A mask is then installed
+// around a futex sleep, which leaves a window where a signal the mask
+// unblocks is handled before the sleep starts; kernel descriptors are
+// polled with a short timeout, the one place uepoll polls.
+unsigned Parker::SleepDegraded(const Deadline& deadline, const sigset_t* mask,
+                               pollfd* kfds, nfds_t nkfds) {
+  if (kfds && nkfds > 1) {
+    constexpr int64_t kPollNs = 1000000;  // 1 ms
+    int64_t left = deadline.is_infinite() ? kPollNs : deadline.RemainingNs();
+    if (left > kPollNs) left = kPollNs;
+    timespec ts{static_cast<time_t>(left / 1000000000),
+                static_cast<long>(left % 1000000000)};
+    int r = ::ppoll(kfds + 1, nkfds - 1, &ts, mask);
+    if (r > 0) return kKernelReady;
+    if (r < 0) return kInterrupted;
+    return deadline.Expired() ? kTimedOut : 0;
+  }
+  sigset_t old;
+  if (mask) pthread_sigmask(SIG_SETMASK, mask, &old);
+  unsigned r = SleepFutex(deadline, false);
+  if (mask) pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return r;
+}
+
+// The protocol every sleep shares: publish the parked state (or take a
+// token that is already there), sleep with sleep_once() until a real token,
+// the deadline, a signal or a ready kernel descriptor, then leave the parked
+// state, reporting a token that raced with the other reasons as well.
 template <class SleepOnce>
-Parker::Result Parker::ParkLoop(const Deadline& deadline,
+Parker::Result Parker::ParkLoop(int parked_state, const Deadline& deadline,
                                 SleepOnce sleep_once) {
   int saved_errno = errno;
   // acq_rel: the acquire half pairs with Unpark's release (what the waker
   // wrote before waking us is visible once we see its token); the release
-  // half publishes efd_ to a waker that sees kParked.
-  if (state_.exchange(kParked, std::memory_order_acq_rel) == kNotified) {
+  // half publishes pkep_/efd_ to a waker that sees kParkedFd.
+  if (state_.exchange(parked_state, std::memory_order_acq_rel) == kNotified) {
     state_.store(kEmpty, std::memory_order_relaxed);
     errno = saved_errno;
-    return Result::kWoken;
+    return kWoken;
   }
+  // Leaves the parked state if a cancellation unwinds through here.
+  struct Unparked {
+    std::atomic<int>* state;
+    ~Unparked() {
+      if (state) state->exchange(kEmpty, std::memory_order_acquire);
+    }
+  } unparked{&state_};
   if (void (*hook)() = before_sleep_.load(std::memory_order_relaxed)) hook();
-  Result result;
+  Result result = 0;
   for (;;) {
-    result = sleep_once();
-    if (result != Result::kWoken) break;
-    // Woken through the fd: a real token, or a stale count of an earlier wake.
+    unsigned r = sleep_once();
+    if (r) {
+      result = r;
+      break;
+    }
+    // Woken through the futex or the descriptor: a real token, or a stale
+    // wake of an earlier sleep.
     if (state_.load(std::memory_order_acquire) == kNotified) break;
     if (deadline.Expired()) {
-      result = Result::kTimedOut;
+      result = kTimedOut;
       break;
     }
   }
-  // Leave Parked; a token that raced with a timeout or signal counts as a wake.
+  unparked.state = nullptr;
   if (state_.exchange(kEmpty, std::memory_order_acquire) == kNotified) {
-    result = Result::kWoken;
+    result |= kWoken;
   }
   errno = saved_errno;
   return result;
 }
 
-Parker::Result Parker::Park(const Deadline& deadline, const sigset_t* mask) {
-  bool have_fd = EnsureFd();
-  return ParkLoop(deadline, [&] {
-    return have_fd ? SleepFd(deadline, mask) : SleepFutex(deadline);
-  });
+Parker::Result Parker::Park(const Deadline& deadline, const sigset_t* mask,
+                            pollfd* kfds, nfds_t nkfds) {
+  if (!mask && !(kfds && nkfds > 1)) {
+    return ParkLoop(kParkedFutex, deadline,
+                    [&] { return SleepFutex(deadline, false); });
+  }
+  for (;;) {
+    if (!EnsureFds()) {
+      return ParkLoop(kParkedFutex, deadline, [&] {
+        return SleepDegraded(deadline, mask, kfds, nkfds);
+      });
+    }
+    Result r = ParkLoop(kParkedFd, deadline,
+                        [&] { return SleepFd(deadline, mask, kfds, nkfds); });
+    if (!(r & kRetry)) return r;
+    if (r & kWoken) return kWoken;
+    // The numbers are no longer ours: forget them (never close) and sleep
+    // again with new ones. We left the parked state first, so no waker is
+    // using the old numbers for us any more.
+    AbandonFds();
+  }
 }
 
 Parker::Result Parker::ParkIo() {
-  bool have_fd = EnsureFd();
-  return ParkLoop(Deadline::Infinite(), [&] {
-    if (!have_fd) return SleepFutex(Deadline::Infinite());
-    uint64_t v;
-    // Restarted by the kernel under SA_RESTART, EINTR otherwise: the same
-    // rule as a blocking read of a kernel pipe.
-    ssize_t n = ::read(efd_, &v, sizeof v);
-    return (n < 0 && errno == EINTR) ? Result::kInterrupted : Result::kWoken;
-  });
+  return ParkLoop(kParkedFutex, Deadline::Infinite(),
+                  [&] { return SleepFutex(Deadline::Infinite(), true); });
 }
 
 void Parker::Unpark() {
-  // Release pairs with the acquire in Park/ParkIo; acquire pairs with their
-  // release so that efd_ is visible here when we see kParked.
-  if (state_.exchange(kNotified, std::memory_order_acq_rel) != kParked) return;
-  int saved_errno = errno;
-  if (efd_ >= 0) {
-    uint64_t one = 1;
-    while (::write(efd_, &one, sizeof one) < 0 && errno == EINTR) {
-    }
-  } else {
-    syscall(SYS_futex, reinterpret_cast<int*>(&state_),
-            FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, nullptr, nullptr, 0);
+  // Release pairs with the acquire in ParkLoop; acquire pairs with its
+  // release, so that pkep_/efd_ are the sleeper's when we see kParkedFd.
+  int prev = state_.exchange(kNotified, std::memory_order_acq_rel);
+  if (prev == kParkedFutex) {
+    FutexWake(&state_);
+  } else if (prev == kParkedFd) {
+    int saved_errno = errno;
+    // Fails only if the application closed or replaced our descriptors
+    // while this thread sleeps (semantics.md D7): nothing of theirs is
+    // touched, and the sleeper ends at its deadline or a signal.
+    ModWake(pkep_.load(std::memory_order_relaxed),
+            efd_.load(std::memory_order_relaxed), EPOLLIN);
+    errno = saved_errno;
   }
-  errno = saved_errno;
 }
 
 }  // namespace uepoll::impl

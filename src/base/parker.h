@@ -1,32 +1,61 @@
 // Parker: how a uepoll thread sleeps and is woken.
 //
-// Why a per-thread eventfd rather than a futex: the kernel's epoll_wait
-// fails EINTR when a handled signal arrives, even under SA_RESTART, and
-// epoll_pwait installs its signal mask atomically for the sleep. A futex
-// wait gives neither (it is restarted under SA_RESTART and takes no mask).
-// A wait sleeps in epoll_pwait2 on a per-thread kernel epoll instance that
-// watches the eventfd edge-triggered: never restarted, the mask swapped
-// atomically, and - because every eventfd write is a new edge - the count
-// never has to be read back, so a sleep and its wake cost two syscalls (the
-// waker's write and the sleeper's epoll_pwait2) instead of three with
-// ppoll + read. Without that instance (kernel descriptors exhausted, or an
-// old kernel), the wait sleeps in ppoll on the eventfd and reads it back.
-// Blocking I/O (a blocking read of an empty pipe) sleeps in read() on the
-// same eventfd instead, which the kernel restarts under SA_RESTART and fails
-// EINTR otherwise - exactly what a blocking read of a kernel pipe does.
+// Two kinds of sleep, chosen per sleep:
 //
-// Only sleeping and waking cost a syscall. A waker that finds the thread not
-// yet asleep just flips the state word.
+//  * futex (the default): FUTEX_WAIT on the parker's own state word. No
+//    descriptor is involved. Park() always passes a timeout, which is what
+//    gives epoll_wait's signal rule: a futex wait with a timeout that a
+//    handled signal interrupts fails EINTR whatever SA_RESTART says (the
+//    kernel returns -ERESTART_RESTARTBLOCK, restarted only when no handler
+//    ran), exactly like epoll_wait. ParkIo() waits without a timeout, which
+//    the kernel restarts under SA_RESTART and fails EINTR otherwise: the rule
+//    of a blocking read of a kernel pipe.
+//  * descriptor (only when the sleep needs the kernel's help): a signal mask
+//    to install atomically (epoll_pwait), or kernel descriptors to watch as
+//    well (an instance holding kernel descriptors, poll() over kernel
+//    descriptors). The thread sleeps in ppoll() on its own kernel epoll
+//    instance (pkep_) plus those descriptors. pkep_ watches a private
+//    eventfd (efd_) whose count is 1 forever, registered with no events: a
+//    waker "arms" it with epoll_ctl(MOD, EPOLLIN), which makes pkep_
+//    readable; the sleeper disarms it (MOD, 0) before each sleep. A MOD
+//    names both numbers and succeeds only while the registration (efd_'s
+//    file at efd_'s number, inside pkep_'s file) exists, so neither the
+//    waker nor the sleeper ever writes to, reads from or closes a
+//    descriptor the application has since closed and reused (closefrom,
+//    close_range, a stray close, fork then close): a failed MOD means the
+//    descriptors are no longer ours; they are abandoned, never closed, and
+//    the next sleep makes new ones.
 //
 // States of state_ (the protocol of a thread parker):
-//   kEmpty    no token, not sleeping
-//   kNotified a wake arrived; the next Park consumes it and returns at once
-//   kParked   the owner is (about to be) asleep in the kernel
-// Park:   Empty -> Parked (or consume Notified), sleep, then -> Empty.
-// Unpark: any -> Notified; if it was Parked, write the eventfd.
-// A wake whose eventfd write lands after the owner already returned leaves a
-// stale count; the next sleep then returns early, finds no token and sleeps
-// again: spurious wakeups are absorbed here, never seen by callers.
+//   kEmpty       no token, not sleeping
+//   kNotified    a wake arrived; the next Park consumes it and returns
+//   kParkedFutex the owner is (about to be) asleep on the futex
+//   kParkedFd    the owner is (about to be) asleep in ppoll on pkep_
+// Park:   Empty -> Parked* (or consume Notified), sleep, then -> Empty.
+// Unpark: any -> Notified; FUTEX_WAKE if it was ParkedFutex, arm efd_ if it
+//         was ParkedFd.
+// A wake that lands after the owner already returned leaves a stale futex
+// wake or an armed efd_; the next sleep returns early, finds no token and
+// sleeps again: spurious wakeups are absorbed here, never seen by callers.
+//
+// Results are flags, because a sleep can end for more than one reason: a
+// thread can be woken (an event was handed to it) and interrupted (a handler
+// ran) by the same sleep, and the caller must see both (the wait loops
+// harvest once and fail EINTR if nothing was found).
+//
+// Cancellation: both sleeps are cancellation points (pthread_cancel). The
+// sleeping syscall runs with asynchronous cancellation enabled, from a frame
+// with nothing to clean up (CancellableFutexWait), and the ppoll of the
+// descriptor sleep is itself one of libc's cancellation points. Everything a
+// caller keeps on its stack while sleeping (wait entries, pinned borrows) is
+// undone by destructors, so a cancelled thread leaves nothing behind.
+//
+// fork(): the child's only thread is the forking one, and at the moment the
+// child's atfork handler runs, every parker's descriptors are still the ones
+// the parent's threads made: the handler closes them all then (the child has
+// copies; the parent keeps its own), before the application can close or
+// reuse the numbers, and forgets the parkers of threads that do not exist in
+// the child.
 //
 // Lifetime: a Parker is thread_local. Wakers only call Unpark while holding
 // the lock of the queue the owner's wait entry is on; the owner removes its
@@ -35,25 +64,36 @@
 #ifndef UEPOLL_SRC_BASE_PARKER_H_
 #define UEPOLL_SRC_BASE_PARKER_H_
 
+#include <poll.h>
 #include <signal.h>
 
 #include <atomic>
 
 #include "base/deadline.h"
+#include "base/list.h"
 
 namespace uepoll::impl {
 
 class Parker {
  public:
-  enum class Result { kWoken, kTimedOut, kInterrupted };
+  // Why a sleep ended; any combination may be set.
+  using Result = unsigned;
+  static constexpr Result kWoken = 1;        // Unpark() handed a token
+  static constexpr Result kTimedOut = 2;     // the deadline passed
+  static constexpr Result kInterrupted = 4;  // a handled signal (by the
+                                             // rules of the sleep kind)
+  static constexpr Result kKernelReady = 8;  // an extra kernel descriptor
 
   // The calling thread's parker.
   static Parker& Current();
 
-  // Sleeps until Unpark, the deadline, or a handled signal (EINTR semantics
-  // of epoll_wait: never restarted). With mask, it is installed atomically
-  // for the sleep, as ppoll and epoll_pwait do.
-  Result Park(const Deadline& deadline, const sigset_t* mask);
+  // Sleeps until Unpark, the deadline, a handled signal (epoll_wait's rule:
+  // never restarted) or, if kfds is given, until one of the kernel
+  // descriptors kfds[1..nkfds) is ready (their revents are filled in).
+  // kfds[0] is reserved for the parker's own descriptor. With mask, it is
+  // installed atomically for the sleep, as ppoll and epoll_pwait do.
+  Result Park(const Deadline& deadline, const sigset_t* mask,
+              pollfd* kfds = nullptr, nfds_t nkfds = 0);
 
   // Sleeps until Unpark or a handled signal, with blocking read()'s
   // restart semantics: kInterrupted only for handlers without SA_RESTART.
@@ -69,36 +109,56 @@ class Parker {
     before_sleep_.store(hook, std::memory_order_relaxed);
   }
 
+  // For tests: whether the calling thread holds kernel descriptors for
+  // descriptor sleeps, and which (-1 when not).
+  int DebugEpollFd() const { return pkep_.load(std::memory_order_relaxed); }
+  int DebugEventFd() const { return efd_.load(std::memory_order_relaxed); }
+
   Parker();
   ~Parker();
   Parker(const Parker&) = delete;
   Parker& operator=(const Parker&) = delete;
 
  private:
+  friend struct ParkerRegistry;
+
   static constexpr int kEmpty = 0;
   static constexpr int kNotified = 1;
-  static constexpr int kParked = -1;
+  static constexpr int kParkedFutex = -1;
+  static constexpr int kParkedFd = -2;
 
-  bool EnsureFd();
-  void Drain();
-  // One sleep of Park: epoll_pwait2 on kep_, or ppoll + Drain on efd_.
-  Result SleepFd(const Deadline& deadline, const sigset_t* mask);
-  Result SleepFutex(const Deadline& deadline);
+  // What one sleep of the loop reported; kRetry: the descriptors were
+  // found not to be ours, make new ones and start again.
+  static constexpr unsigned kRetry = 0x100;
+
+  // Makes the descriptors of a descriptor sleep (again after a failure:
+  // descriptors may have been freed since). false: they could not be made
+  // (out of kernel descriptors): the sleep degrades (semantics.md D7).
+  bool EnsureFds();
+  // Forgets the descriptors without closing them (they are not ours now).
+  void AbandonFds();
+  unsigned SleepFutex(const Deadline& deadline, bool restartable);
+  unsigned SleepFd(const Deadline& deadline, const sigset_t* mask, pollfd* kfds,
+                   nfds_t nkfds);
+  unsigned SleepDegraded(const Deadline& deadline, const sigset_t* mask,
+                         pollfd* kfds, nfds_t nkfds);
   template <class SleepOnce>
-  Result ParkLoop(const Deadline& deadline, SleepOnce sleep_once);
+  Result ParkLoop(int parked_state, const Deadline& deadline,
+                  SleepOnce sleep_once);
 
   // Relaxed: a thread that has something to pin installed the hook itself,
   // before its own sleep.
   static inline std::atomic<void (*)()> before_sleep_{nullptr};
+  // The futex word; a waker's exchange here publishes everything it wrote
+  // before waking us (acq_rel on both sides).
   std::atomic<int> state_{kEmpty};
-  int efd_ = -1;  // created on first sleep; -1 if that failed (futex fallback)
-  bool fd_failed_ = false;
-  // A kernel epoll instance watching efd_ (EPOLLIN | EPOLLET); -1 when it
-  // could not be made (then Park uses ppoll).
-  int kep_ = -1;
-  bool kep_failed_ = false;
-  // The fork generation the descriptors were made in (EnsureFd).
-  unsigned fork_generation_ = 0;
+  // Descriptors of the descriptor sleep, or -1. Written by the owner only
+  // while not parked; read by a waker that saw kParkedFd, after its
+  // acq_rel exchange of state_ (which the owner's parking exchange
+  // released), hence relaxed.
+  std::atomic<int> pkep_{-1};
+  std::atomic<int> efd_{-1};
+  ListNode registry_node_;  // in ParkerRegistry, for fork()
 };
 
 }  // namespace uepoll::impl

@@ -94,14 +94,26 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline) {
 
   PollEntry* entries = NewArray<PollEntry>(n);
   if (!entries) return -ENOMEM;
-  struct Freer {
+  for (nfds_t i = 0; i < n; ++i) entries[i].queue = nullptr;
+  // Unhooks every entry and frees the array on every way out, a
+  // cancellation (pthread_cancel) unwinding the sleep included.
+  struct Entries {
     PollEntry* p;
-    ~Freer() { DeleteArray(p); }
-  } freer{entries};
+    nfds_t n;
+    void Unhook() {
+      for (nfds_t i = 0; i < n; ++i) {
+        if (p[i].queue) p[i].queue->Remove(&p[i].entry);
+        p[i].queue = nullptr;
+      }
+    }
+    ~Entries() {
+      Unhook();
+      DeleteArray(p);
+    }
+  } hooked{entries, n};
   Parker* parker = &Parker::Current();
   for (;;) {
     for (nfds_t i = 0; i < n; ++i) {
-      entries[i].queue = nullptr;
       if (!files[i]) continue;
       entries[i].entry.kind = WaitKind::kPoll;
       entries[i].parker = parker;
@@ -109,16 +121,14 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline) {
       entries[i].queue->Add(&entries[i].entry);
     }
     count = PollOnce(fds, n);
-    Parker::Result r = Parker::Result::kWoken;
+    Parker::Result r = Parker::kWoken;
     if (!count) r = parker->Park(deadline, nullptr);
-    for (nfds_t i = 0; i < n; ++i) {
-      if (entries[i].queue) entries[i].queue->Remove(&entries[i].entry);
-    }
+    hooked.Unhook();
     if (count) return count;
     count = PollOnce(fds, n);
     if (count) return count;
-    if (r == Parker::Result::kInterrupted) return -EINTR;
-    if (r == Parker::Result::kTimedOut || deadline.Expired()) return 0;
+    if (r & Parker::kInterrupted) return -EINTR;
+    if ((r & Parker::kTimedOut) || deadline.Expired()) return 0;
   }
 }
 

@@ -106,14 +106,28 @@ int WaitEventLocked(WaitQueue& q, bool exclusive,
   w.entry.kind = WaitKind::kThread;
   w.entry.flags = exclusive ? WaitEntry::kExclusive : 0;
   w.parker = &Parker::Current();
+  // If a cancellation (pthread_cancel) unwinds the sleep, q.lock_ is not
+  // held but the caller's scoped lock will release it: take it again, and
+  // take the entry (on this stack) off the queue.
+  struct Relock {
+    WaitQueue& q;
+    WaitEntry* e;
+    bool sleeping = false;
+    ~Relock() NO_THREAD_SAFETY_ANALYSIS {
+      if (!sleeping) return;
+      q.lock_.Lock();
+      q.RemoveLocked(e);
+    }
+  } relock{q, &w.entry};
   while (!pred()) {
     q.AddLocked(&w.entry);
     q.lock_.Unlock();
+    relock.sleeping = true;
     Parker::Result r = w.parker->ParkIo();
+    relock.sleeping = false;
     q.lock_.Lock();
-    bool woken = !w.entry.node.linked();
-    if (!woken) q.RemoveLocked(&w.entry);
-    if (r == Parker::Result::kInterrupted && !pred()) return -EINTR;
+    q.RemoveLocked(&w.entry);  // a no-op if a wake already unlinked it
+    if ((r & Parker::kInterrupted) && !pred()) return -EINTR;
   }
   return 0;
 }

@@ -137,6 +137,7 @@ class Eventpoll final : public File {
   friend void EpollReleaseFile(File* file);
   friend int EpItemWake(WaitEntry* wait, uint32_t key);
   friend class NestingCheck;
+  class WaiterGuard;
 
   int Insert(EpItem* epi, const epoll_event& ev, File* tfile, int fd)
       REQUIRES(mtx_);

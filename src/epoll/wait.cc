@@ -57,6 +57,32 @@ void Eventpoll::DoneScan(ListNode* txlist, int ntx, ListNode* requeue,
   if (!rdllist_.empty()) WakeOneLocked();
 }
 
+// Takes a waiter off waiters_ when its sleep ends, or when a cancellation
+// (pthread_cancel) unwinds the sleeping thread: the entry lives on that
+// thread's stack, and a later wakeup must not find it.
+class Eventpoll::WaiterGuard {
+ public:
+  WaiterGuard(Eventpoll* ep, EpWaiter* w) : ep_(ep), w_(w) {}
+  ~WaiterGuard() {
+    if (w_) Dequeue();
+  }
+  WaiterGuard(const WaiterGuard&) = delete;
+  WaiterGuard& operator=(const WaiterGuard&) = delete;
+  // Returns whether the waiter was picked (unlinked by a waker) or events
+  // are available.
+  bool Dequeue() NO_THREAD_SAFETY_ANALYSIS {
+    MutexLock l(ep_->lock_);
+    bool eavail = !w_->node.linked() || ep_->EventsAvailableLocked();
+    ep_->DequeueWaiterLocked(w_);
+    w_ = nullptr;
+    return eavail;
+  }
+
+ private:
+  Eventpoll* ep_;
+  EpWaiter* w_;
+};
+
 uint32_t Eventpoll::ItemPoll(EpItem* epi, int depth) {
   return epi->file->Poll(depth) & epi->events.load(std::memory_order_relaxed);
 }
@@ -204,16 +230,15 @@ int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
       if (!enough) QueueWaiterLocked(&w);
     }
     if (enough) break;
+    WaiterGuard guard(this, &w);
     Parker::Result r = w.parker->Park(until, args.sigmask);
-    {
-      MutexLock l(lock_);
-      DequeueWaiterLocked(&w);
-    }
-    if (r == Parker::Result::kInterrupted) {
-      int n = SendEvents(events, maxevents);  // events found win
+    guard.Dequeue();
+    // Interrupted (woken as well or not): harvest once, events found win.
+    if (r & Parker::kInterrupted) {
+      int n = SendEvents(events, maxevents);
       return n ? n : -EINTR;
     }
-    if (r == Parker::Result::kTimedOut || until.Expired()) break;
+    if ((r & Parker::kTimedOut) || until.Expired()) break;
   }
   // Also hands the wakeup on to other waiters (DoneScan) if more is ready.
   return SendEvents(events, maxevents);
@@ -239,16 +264,16 @@ int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
       if (!eavail) QueueWaiterLocked(&w);
     }
     if (eavail) continue;
+    WaiterGuard guard(this, &w);
     Parker::Result r = w.parker->Park(deadline, sigmask);
-    {
-      MutexLock l(lock_);
-      // Still queued: nobody picked us (timeout, signal, or a stale token).
-      // Picked: an event was meant for us, so harvest even if we timed out.
-      eavail = !w.node.linked() || EventsAvailableLocked();
-      DequeueWaiterLocked(&w);
-    }
-    if (r == Parker::Result::kTimedOut) timed_out = true;
-    if (r == Parker::Result::kInterrupted) {
+    // Still queued: nobody picked us (timeout, signal, or a stale token).
+    // Picked: an event was meant for us, so harvest even if we timed out.
+    eavail = guard.Dequeue();
+    if (r & Parker::kTimedOut) timed_out = true;
+    // A signal ends the wait even if a wakeup raced with it (the parker
+    // reports both): harvest once, and fail EINTR if that finds nothing,
+    // rather than sleeping on as if only woken.
+    if (r & Parker::kInterrupted) {
       // Events found win over the signal, as in the kernel.
       if (eavail) {
         int n = SendEvents(events, maxevents);

@@ -44,6 +44,13 @@ int WaitForIo(WaitQueue& q, bool exclusive, SignalRule rule, Ready ready) {
   w.entry.kind = WaitKind::kThread;
   w.entry.flags = exclusive ? WaitEntry::kExclusive : 0;
   w.parker = &Parker::Current();
+  // The entry lives on this stack: it leaves the queue on every way out,
+  // a cancellation (pthread_cancel) unwinding the sleep included.
+  struct Unhook {
+    WaitQueue& q;
+    WaitEntry* e;
+    ~Unhook() { q.Remove(e); }
+  } unhook{q, &w.entry};
   for (;;) {
     {
       MutexLock l(q.lock_);
@@ -55,12 +62,8 @@ int WaitForIo(WaitQueue& q, bool exclusive, SignalRule rule, Ready ready) {
     Parker::Result r = rule == SignalRule::kRestartable
                            ? w.parker->ParkIo()
                            : w.parker->Park(Deadline::Infinite(), nullptr);
-    if (r == Parker::Result::kInterrupted && !ready()) {
-      q.Remove(&w.entry);
-      return -EINTR;
-    }
+    if ((r & Parker::kInterrupted) && !ready()) return -EINTR;
   }
-  q.Remove(&w.entry);
   return 0;
 }
 

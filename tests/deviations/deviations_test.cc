@@ -28,7 +28,8 @@
 namespace uepoll_test {
 namespace {
 
-// True once the thread sleeps in the kernel (uepoll parks in epoll_pwait2).
+// True once the thread sleeps in the kernel (a futex, or ppoll for masked
+// waits).
 bool WaitUntilSleeping(pid_t tid) {
   return Eventually([tid] { return TaskState(tid) == 'S'; });
 }
@@ -153,44 +154,15 @@ TEST_F(Deviations, HandlerThatMakesAnEventReadyEndsTheWaitWithTheEvent) {
   EXPECT_EQ(uepoll_close(ep), 0);
 }
 
-// D7: a thread that cannot get a kernel eventfd to sleep on (descriptor
-// table full) still waits, on a futex.
-TEST_F(Deviations, WaitWorksWithoutAKernelDescriptorForTheParker) {
-  int ep = uepoll_epoll_create1(0);
-  ASSERT_GE(ep, 0);
-  int result = -2;
-  std::thread t([&] {
-    // A fresh thread has no parker yet; use up the kernel table first.
-    struct rlimit old {};
-    getrlimit(RLIMIT_NOFILE, &old);
-    std::vector<int> hogs;
-    struct rlimit low = old;
-    low.rlim_cur = 64;
-    setrlimit(RLIMIT_NOFILE, &low);
-    for (;;) {
-      int fd = ::dup(0);
-      if (fd < 0) break;
-      hogs.push_back(fd);
-    }
-    epoll_event out[1];
-    result = uepoll_epoll_wait(ep, out, 1, 20);
-    for (int fd : hogs) ::close(fd);
-    setrlimit(RLIMIT_NOFILE, &old);
-  });
-  t.join();
-  EXPECT_EQ(result, 0);  // timed out normally
-  EXPECT_EQ(uepoll_close(ep), 0);
-}
-
-// Not a deviation: the step before D7. With exactly one kernel descriptor
-// left, a thread's parker gets its eventfd but not its kernel epoll instance
-// (docs/design.md, "How a thread sleeps") and sleeps in ppoll instead; the
-// kernel's semantics still hold there: a wait times out, and a handled
-// signal ends a wait with EINTR even under SA_RESTART.
+// D7: a thread that cannot make its two sleep descriptors (descriptor table
+// full) still waits with a signal mask: the mask is installed around a
+// futex sleep instead of atomically, the wait times out normally, and a
+// handled signal still ends it with EINTR even under SA_RESTART (a futex
+// sleep with a timeout is never restarted after a handler).
 std::atomic<int> g_usr1_handled{0};
 void CountUsr1(int) { g_usr1_handled.fetch_add(1); }
 
-TEST_F(Deviations, ParkerWithOneKernelDescriptorLeftKeepsWaitSemantics) {
+TEST_F(Deviations, MaskedWaitWithoutKernelDescriptorsKeepsWaitSemantics) {
   int ep = uepoll_epoll_create1(0);
   ASSERT_GE(ep, 0);
   struct sigaction sa {
@@ -204,6 +176,7 @@ TEST_F(Deviations, ParkerWithOneKernelDescriptorLeftKeepsWaitSemantics) {
   int timed_out = -2, interrupted = -2, interrupted_errno = 0;
   bool table_full = false;
   std::thread t([&] {
+    // A fresh thread has no sleep descriptors yet; use up the table first.
     struct rlimit old {};
     getrlimit(RLIMIT_NOFILE, &old);
     struct rlimit low = old;
@@ -211,17 +184,14 @@ TEST_F(Deviations, ParkerWithOneKernelDescriptorLeftKeepsWaitSemantics) {
     setrlimit(RLIMIT_NOFILE, &low);
     std::vector<int> hogs;
     for (int fd; (fd = ::dup(0)) >= 0;) hogs.push_back(fd);
-    if (!hogs.empty()) {
-      ::close(hogs.back());  // exactly one free: the parker's eventfd
-      hogs.pop_back();
-    }
+    table_full = !hogs.empty() && errno == EMFILE;
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGUSR2);
     epoll_event out[1];
-    timed_out = uepoll_epoll_wait(ep, out, 1, 20);
-    int probe = ::dup(0);  // the parker took the last descriptor
-    table_full = probe < 0;
-    if (probe >= 0) ::close(probe);
+    timed_out = uepoll_epoll_pwait(ep, out, 1, 20, &mask);
     second_wait = true;
-    interrupted = uepoll_epoll_wait(ep, out, 1, 5000);
+    interrupted = uepoll_epoll_pwait(ep, out, 1, 5000, &mask);
     interrupted_errno = errno;
     done = true;
     for (int fd : hogs) ::close(fd);
@@ -238,8 +208,8 @@ TEST_F(Deviations, ParkerWithOneKernelDescriptorLeftKeepsWaitSemantics) {
   });
   t.join();
   sigaction(SIGUSR1, &old_sa, nullptr);
+  EXPECT_TRUE(table_full);
   EXPECT_EQ(timed_out, 0);
-  EXPECT_TRUE(table_full) << "the parker did not use the last descriptor";
   EXPECT_TRUE(ended);
   EXPECT_EQ(interrupted, -1);
   EXPECT_EQ(interrupted_errno, EINTR);
@@ -247,13 +217,12 @@ TEST_F(Deviations, ParkerWithOneKernelDescriptorLeftKeepsWaitSemantics) {
   EXPECT_EQ(uepoll_close(ep), 0);
 }
 
-// D12's neighbour: a child forked by a thread that has slept in uepoll gets
-// that thread's parker as a copy, including its kernel descriptors. Those
-// are made anew in the child: were they shared, an edge written to wake the
-// parent's thread could wake the child's sleep instead (kernel epoll
-// waiters are exclusive, newest first), and the parent's thread would
-// sleep on. Here the child sleeps after the parent's thread, so it would be
-// the one woken.
+// D12's neighbour: a child forked by a thread that has slept in uepoll on
+// kernel descriptors gets that thread's parker as a copy, descriptors
+// included. The child closes its copies at fork and makes its own: were
+// they shared, a wake meant for the parent's thread could end the child's
+// sleep instead, and the parent's thread would sleep on. Here the child
+// sleeps after the parent's thread, so it would be the one woken.
 char ProcessState(pid_t pid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
@@ -282,19 +251,22 @@ TEST_F(Deviations, ForkedChildDoesNotTakeTheParentsWakeups) {
   std::atomic<int> result{-2};
   std::thread h([&] {
     epoll_event out[1];
-    uepoll_epoll_wait(ep, out, 1, 1);  // this thread's parker sleeps once
+    // Masked waits sleep on the thread's kernel descriptors (parker.h).
+    sigset_t mask;
+    sigemptyset(&mask);
+    uepoll_epoll_pwait(ep, out, 1, 1, &mask);  // made once, before fork
     tid = static_cast<pid_t>(syscall(SYS_gettid));
     pid_t pid = fork();
     if (pid == 0) {
       char c;
       if (::read(go[0], &c, 1) != 1) _exit(1);
       int cep = uepoll_epoll_create1(0);
-      uepoll_epoll_wait(cep, out, 1, 10000);  // the newest sleeper
+      uepoll_epoll_pwait(cep, out, 1, 10000, &mask);  // the newest sleeper
       _exit(0);
     }
     child = pid;
     if (pid < 0) return;
-    result = uepoll_epoll_wait(ep, out, 1, -1);
+    result = uepoll_epoll_pwait(ep, out, 1, -1, &mask);
   });
   // No ASSERT until h is joined: each step only decides whether the next
   // one can be meaningful.
