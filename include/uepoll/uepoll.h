@@ -9,8 +9,13 @@
  * would give; errno is left untouched on success. No C++ exception crosses
  * this boundary. A NULL pointer where the kernel would fault gives EFAULT.
  *
- * Descriptors: uepoll descriptors are numbered from UEPOLL_FD_BASE up, a range
- * above any RLIMIT_NOFILE, so they never collide with the kernel's.
+ * Descriptors: by default every uepoll descriptor is a number the kernel
+ * reserved for it in the process's descriptor table (a placeholder that
+ * libc calls refuse), so uepoll and kernel numbers never collide, numbers
+ * are small and lowest-free-first, and RLIMIT_NOFILE applies. Every call
+ * below that takes a descriptor also accepts a kernel descriptor and then
+ * does exactly what the libc call does. uepoll_set_fd_mode selects the
+ * opt-in disjoint numbering instead.
  *
  * Compiles as C99 and as C++.
  */
@@ -38,12 +43,34 @@
 extern "C" {
 #endif
 
-/* The first uepoll descriptor number. Linux caps RLIMIT_NOFILE at
+/* Descriptor numbering, chosen once per process (before the first uepoll
+ * descriptor is created; the environment variable UEPOLL_FD_MODE=disjoint
+ * or =kernel sets the default):
+ *
+ * UEPOLL_FD_MODE_KERNEL (the default): each uepoll descriptor is a number
+ *   the kernel reserved with a placeholder descriptor (O_PATH, close-on-
+ *   exec): lowest free first, shared with kernel descriptors, counted by
+ *   RLIMIT_NOFILE, usable in fd-indexed tables and FD_SET. Creating or
+ *   closing a descriptor costs one syscall.
+ * UEPOLL_FD_MODE_DISJOINT: numbers from UEPOLL_FD_BASE, lowest free first
+ *   in that range, with no syscall at create or close. Such numbers break
+ *   fd-indexed tables and select(), a uepoll object cannot be dup2'ed onto
+ *   a kernel number, and an instance cannot hold kernel descriptors.
+ *
+ * Returns 0, or -1 with errno EINVAL (unknown mode) or EBUSY (a uepoll
+ * descriptor was already created under the other mode). */
+#define UEPOLL_FD_MODE_KERNEL 0
+#define UEPOLL_FD_MODE_DISJOINT 1
+UEPOLL_API int uepoll_set_fd_mode(int mode);
+/* The current numbering mode. */
+UEPOLL_API int uepoll_get_fd_mode(void);
+
+/* The first number of UEPOLL_FD_MODE_DISJOINT. Linux caps RLIMIT_NOFILE at
  * fs.nr_open, itself at most 2^30 - 64 on 64-bit kernels (INT_MAX rounded
  * down to BITS_PER_LONG), so no kernel descriptor reaches this value. */
 #define UEPOLL_FD_BASE 0x40000000
 
-/* Nonzero if fd lies in uepoll's descriptor range (open or not). */
+/* Nonzero if fd is an open uepoll descriptor (in either mode). */
 UEPOLL_API int uepoll_is_uepoll_fd(int fd);
 
 /* epoll */

@@ -9,6 +9,7 @@
 
 #include "capi/errors.h"
 #include "core/fd_table.h"
+#include "kernel/sys.h"
 #include "sources/eventfd.h"
 #include "sources/pipe.h"
 #include "sources/socket.h"
@@ -17,6 +18,7 @@ using uepoll::impl::FdTable;
 using uepoll::impl::FileBorrow;
 using uepoll::impl::FileRef;
 using uepoll::impl::ToErrno;
+namespace sys = uepoll::impl::sys;
 
 namespace {
 
@@ -45,7 +47,17 @@ int CheckIo(const uepoll::impl::File& f, bool write, const void* buf,
 
 extern "C" {
 
-int uepoll_is_uepoll_fd(int fd) { return FdTable::InRange(fd); }
+int uepoll_is_uepoll_fd(int fd) { return FdTable::Get().IsOpen(fd); }
+
+int uepoll_set_fd_mode(int mode) {
+  return ToErrno(FdTable::Get().SetMode(mode));
+}
+
+int uepoll_get_fd_mode(void) {
+  return FdTable::Get().mode() == uepoll::impl::FdMode::kDisjoint
+             ? UEPOLL_FD_MODE_DISJOINT
+             : UEPOLL_FD_MODE_KERNEL;
+}
 
 int uepoll_eventfd(unsigned int initval, int flags) {
   return ToErrno(uepoll::impl::CreateEventFd(initval, flags));
@@ -61,15 +73,18 @@ int uepoll_socketpair(int domain, int type, int protocol, int sv[2]) {
   return ToErrno(uepoll::impl::CreateSocketPair(domain, type, protocol, sv));
 }
 
+// Every call below gives a descriptor that is not uepoll's to libc: a
+// program renames its calls and stops caring which kind a descriptor is.
+
 int uepoll_shutdown(int sockfd, int how) {
   FileRef f = FdTable::Get().Lookup(sockfd);
-  if (!f) return ToErrno(-EBADF);
+  if (!f) return sys::Shutdown(sockfd, how);
   return ToErrno(f->Shutdown(how));
 }
 
 ssize_t uepoll_read(int fd, void* buf, size_t count) {
   FileBorrow f = FdTable::Get().Borrow(fd);
-  if (!f) return ToErrno<ssize_t>(-EBADF);
+  if (!f) return sys::Read(fd, buf, count);
   if (int r = CheckIo(*f.get(), false, buf, count)) return ToErrno<ssize_t>(r);
   if (count > kMaxRwCount) count = kMaxRwCount;
   return ToErrno(f->Read(buf, count));
@@ -77,16 +92,26 @@ ssize_t uepoll_read(int fd, void* buf, size_t count) {
 
 ssize_t uepoll_write(int fd, const void* buf, size_t count) {
   FileBorrow f = FdTable::Get().Borrow(fd);
-  if (!f) return ToErrno<ssize_t>(-EBADF);
+  if (!f) return sys::Write(fd, buf, count);
   if (int r = CheckIo(*f.get(), true, buf, count)) return ToErrno<ssize_t>(r);
   if (count > kMaxRwCount) count = kMaxRwCount;
   return ToErrno(f->Write(buf, count));
 }
 
-int uepoll_close(int fd) { return ToErrno(FdTable::Get().Close(fd)); }
+int uepoll_close(int fd) {
+  int r = FdTable::Get().Close(fd);
+  if (r == -EBADF) return sys::Close(fd);
+  return ToErrno(r);
+}
 
 int uepoll_dup(int oldfd) {
-  return ToErrno(FdTable::Get().Dup(oldfd, 0, false));
+  FdTable& t = FdTable::Get();
+  if (!t.IsOpen(oldfd)) {
+    int r = sys::Dup(oldfd);
+    if (r >= 0) t.ForgetOrphan(r);
+    return r;
+  }
+  return ToErrno(t.Dup(oldfd, 0, false));
 }
 
 int uepoll_dup2(int oldfd, int newfd) {
@@ -99,35 +124,37 @@ int uepoll_dup3(int oldfd, int newfd, int flags) {
 
 int uepoll_fcntl(int fd, int cmd, ...) {
   FdTable& t = FdTable::Get();
-  long arg = 0;
-  switch (cmd) {
-    case F_DUPFD:
-    case F_DUPFD_CLOEXEC:
-    case F_SETFD:
-    case F_SETFL: {
-      va_list ap;
-      va_start(ap, cmd);
-      arg = va_arg(ap, long);
-      va_end(ap);
-      break;
-    }
-    default:
-      break;
-  }
+  // Every fcntl argument is an int, a long or a pointer: one register.
+  va_list ap;
+  va_start(ap, cmd);
+  unsigned long arg = va_arg(ap, unsigned long);
+  va_end(ap);
   FileRef f = t.Lookup(fd);
-  if (!f) return ToErrno(-EBADF);
+  if (!f) {
+    int r = sys::Fcntl(fd, cmd, arg);
+    if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
+      t.ForgetOrphan(r);
+    }
+    return r;
+  }
   switch (cmd) {
     case F_DUPFD:
     case F_DUPFD_CLOEXEC: {
-      // The kernel compares arg, as unsigned, with RLIMIT_NOFILE.
-      if (arg < 0 || arg >= FdTable::kBase + t.limit()) return ToErrno(-EINVAL);
-      int minfd = arg < FdTable::kBase ? FdTable::kBase : static_cast<int>(arg);
+      int argi = static_cast<int>(arg);
+      int minfd = argi;
+      if (t.mode() == uepoll::impl::FdMode::kDisjoint) {
+        // The kernel compares arg, as unsigned, with the limit.
+        if (argi < 0 || long{argi} >= FdTable::kBase + t.limit()) {
+          return ToErrno(-EINVAL);
+        }
+        if (argi < FdTable::kBase) minfd = FdTable::kBase;
+      }
       return ToErrno(t.Dup(fd, minfd, cmd == F_DUPFD_CLOEXEC));
     }
     case F_GETFD:
       return ToErrno(t.GetFdFlags(fd));
     case F_SETFD:
-      return ToErrno(t.SetFdFlags(fd, arg));
+      return ToErrno(t.SetFdFlags(fd, static_cast<long>(arg)));
     case F_GETFL:
       return static_cast<int>(f->flags());
     case F_SETFL:

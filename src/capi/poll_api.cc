@@ -1,10 +1,17 @@
-// uepoll_poll: poll(2) over uepoll descriptors.
+// uepoll_poll: poll(2) over any mix of uepoll and kernel descriptors.
 //
 // Like the kernel's do_poll: a first pass that needs no wait entry (the
 // common, already-ready case), then a pass that hooks an entry on every
-// object's queue and re-polls, so that a wakeup between the two cannot be
-// lost; then sleep, unhook, and repeat until something is ready, the
-// timeout passes or a signal arrives.
+// uepoll object's queue and re-polls, so that a wakeup between the two
+// cannot be lost; then sleep, unhook, and repeat until something is ready,
+// the timeout passes or a signal arrives.
+//
+// Kernel descriptors in the array are polled by the kernel: in a pass, one
+// ppoll with a zero timeout for all of them; in the sleep, the parker's
+// ppoll watches them beside its own descriptor, together with the kernel
+// halves of uepoll instances in the array and, if one of those has
+// instances with kernel halves below it, the bridge (kernel/bridge.h). An
+// array with no uepoll descriptor at all is simply the kernel's poll.
 #include <errno.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -15,6 +22,8 @@
 #include "base/parker.h"
 #include "capi/errors.h"
 #include "core/fd_table.h"
+#include "kernel/bridge.h"
+#include "kernel/sys.h"
 
 namespace uepoll::impl {
 namespace {
@@ -35,68 +44,119 @@ int PollEntryWake(WaitEntry* e, uint32_t /*key*/) {
 
 namespace {
 
-// An array of n FileRefs from Allocate (ok() false if that failed).
-class FileRefArray {
+// An array of n T from Allocate, destroyed and freed with it (ok() false if
+// the allocation failed).
+template <class T>
+class Array {
  public:
-  explicit FileRefArray(size_t n)
-      : n_(n), p_(n ? NewArray<FileRef>(n) : nullptr) {}
-  ~FileRefArray() {
+  explicit Array(size_t n) : n_(n), p_(n ? NewArray<T>(n) : nullptr) {}
+  ~Array() {
     if (!p_) return;
-    for (size_t i = 0; i < n_; ++i) p_[i].~FileRef();
+    for (size_t i = 0; i < n_; ++i) p_[i].~T();
     DeleteArray(p_);
   }
-  bool ok() const { return p_ != nullptr; }
-  FileRef& operator[](size_t i) { return p_[i]; }
-  const FileRef& operator[](size_t i) const { return p_[i]; }
+  Array(const Array&) = delete;
+  Array& operator=(const Array&) = delete;
+  bool ok() const { return n_ == 0 || p_ != nullptr; }
+  T& operator[](size_t i) { return p_[i]; }
+  T* get() { return p_; }
 
  private:
   size_t n_;
-  FileRef* p_;
+  T* p_;
+};
+
+// Scratch for a pass: the array's kernel descriptors and where they came
+// from.
+struct KernelPart {
+  pollfd* fds;
+  nfds_t* from;
 };
 
 // One pass: fills revents, returns how many are nonzero. Each pass looks
 // the descriptors up again, as the kernel's do_poll does: one closed while
-// we slept reports POLLNVAL. The wait entries stay on the queues of the
-// objects found by the first pass (`files`), as the kernel's do.
-int PollOnce(pollfd* fds, nfds_t n) {
+// we slept reports POLLNVAL.
+int PollOnce(pollfd* fds, nfds_t n, KernelPart kp) {
+  nfds_t nk = 0;
   int count = 0;
   for (nfds_t i = 0; i < n; ++i) {
-    short rev = 0;
-    if (fds[i].fd >= 0) {
-      FileRef ref = FdTable::Get().Lookup(fds[i].fd);
-      File* f = ref.get();
-      if (!f) {
-        rev = POLLNVAL;
-      } else {
-        uint32_t want =
-            static_cast<uint16_t>(fds[i].events) | EPOLLERR | EPOLLHUP;
-        rev = static_cast<short>(f->Poll(0) & want);
-      }
+    fds[i].revents = 0;
+    if (fds[i].fd < 0) continue;
+    FileRef ref = FdTable::Get().Lookup(fds[i].fd);
+    if (!ref) {
+      kp.fds[nk] = pollfd{fds[i].fd, fds[i].events, 0};
+      kp.from[nk++] = i;
+      continue;
     }
-    fds[i].revents = rev;
-    if (rev) ++count;
+    uint32_t want = static_cast<uint16_t>(fds[i].events) | EPOLLERR | EPOLLHUP;
+    fds[i].revents = static_cast<short>(ref->Poll(0) & want);
+    if (fds[i].revents) ++count;
+  }
+  if (nk) {
+    timespec zero{0, 0};
+    if (sys::Ppoll(kp.fds, nk, &zero, nullptr) < 0) return -errno;
+    for (nfds_t j = 0; j < nk; ++j) {
+      fds[kp.from[j]].revents = kp.fds[j].revents;
+      if (kp.fds[j].revents) ++count;
+    }
   }
   return count;
 }
 
-int Poll(pollfd* fds, nfds_t n, const Deadline& deadline) {
-  if (n > static_cast<nfds_t>(FdTable::Get().limit())) return -EINVAL;
+int Poll(pollfd* fds, nfds_t n, const Deadline& deadline,
+         const timespec* timeout, const sigset_t* mask) {
+  if (n > static_cast<nfds_t>(FdTable::kCapacity)) return -EINVAL;
   if (n && !fds) return -EFAULT;
-  int count = PollOnce(fds, n);
+  bool any_uepoll = false;
+  for (nfds_t i = 0; i < n && !any_uepoll; ++i) {
+    any_uepoll = FdTable::Get().IsOpen(fds[i].fd);
+  }
+  if (!any_uepoll) {
+    int r = sys::Ppoll(fds, n, timeout, mask);
+    return r < 0 ? -errno : r;
+  }
+  Array<pollfd> kfds(n);
+  Array<nfds_t> kfrom(n);
+  if (!kfds.ok() || !kfrom.ok()) return -ENOMEM;
+  KernelPart kp{kfds.get(), kfrom.get()};
+  int count = PollOnce(fds, n, kp);
   if (count || deadline.is_zero()) return count;
 
-  // The objects whose queues we sleep on, held for the whole wait.
-  FileRefArray files(n);
-  if (n && !files.ok()) return -ENOMEM;
+  // The objects whose queues we sleep on, held for the whole wait, and the
+  // kernel descriptors to sleep on: [0] the parker's, then the array's
+  // kernel descriptors, then what the uepoll objects ask for (at most two
+  // each: an instance's kernel half, and the bridge once).
+  Array<FileRef> files(n);
+  Array<pollfd> sleep_set(1 + 3 * n + 1);
+  if (!files.ok() || !sleep_set.ok()) return -ENOMEM;
+  nfds_t ns = 1;
+  bool bridge = false;
+  int bridge_fd = Bridge::Fd();
   for (nfds_t i = 0; i < n; ++i) {
-    if (fds[i].fd >= 0) files[i] = FdTable::Get().Lookup(fds[i].fd);
+    if (fds[i].fd < 0) continue;
+    files[i] = FdTable::Get().Lookup(fds[i].fd);
+    int extra[2];
+    int k = 0;
+    if (!files[i]) {
+      extra[k++] = fds[i].fd;
+    } else {
+      k = files[i]->KernelSleepFds(extra);
+    }
+    for (int j = 0; j < k; ++j) {
+      if (files[i] && extra[j] == bridge_fd) {
+        if (bridge) continue;
+        bridge = true;
+      }
+      short events = files[i] ? short{POLLIN} : fds[i].events;
+      sleep_set[ns++] = pollfd{extra[j], events, 0};
+    }
   }
 
-  PollEntry* entries = NewArray<PollEntry>(n);
-  if (!entries) return -ENOMEM;
+  Array<PollEntry> entries(n);
+  if (!entries.ok()) return -ENOMEM;
   for (nfds_t i = 0; i < n; ++i) entries[i].queue = nullptr;
-  // Unhooks every entry and frees the array on every way out, a
-  // cancellation (pthread_cancel) unwinding the sleep included.
+  // Unhooks every entry on every way out, a cancellation (pthread_cancel)
+  // unwinding the sleep included.
   struct Entries {
     PollEntry* p;
     nfds_t n;
@@ -106,11 +166,8 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline) {
         p[i].queue = nullptr;
       }
     }
-    ~Entries() {
-      Unhook();
-      DeleteArray(p);
-    }
-  } hooked{entries, n};
+    ~Entries() { Unhook(); }
+  } hooked{entries.get(), n};
   Parker* parker = &Parker::Current();
   for (;;) {
     for (nfds_t i = 0; i < n; ++i) {
@@ -120,12 +177,21 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline) {
       entries[i].queue = &files[i]->PollQueue();
       entries[i].queue->Add(&entries[i].entry);
     }
-    count = PollOnce(fds, n);
+    count = PollOnce(fds, n, kp);
     Parker::Result r = Parker::kWoken;
-    if (!count) r = parker->Park(deadline, nullptr);
+    if (!count) {
+      r = parker->Park(deadline, mask, ns > 1 ? sleep_set.get() : nullptr, ns);
+    }
     hooked.Unhook();
     if (count) return count;
-    count = PollOnce(fds, n);
+    if (r & Parker::kKernelReady) {
+      for (nfds_t i = 1; i < ns; ++i) {
+        if (bridge && sleep_set[i].fd == bridge_fd && sleep_set[i].revents) {
+          Bridge::Reap();
+        }
+      }
+    }
+    count = PollOnce(fds, n, kp);
     if (count) return count;
     if (r & Parker::kInterrupted) return -EINTR;
     if ((r & Parker::kTimedOut) || deadline.Expired()) return 0;
@@ -136,6 +202,13 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline) {
 }  // namespace uepoll::impl
 
 extern "C" int uepoll_poll(struct pollfd* fds, nfds_t nfds, int timeout) {
+  timespec ts;
+  const timespec* tsp = nullptr;
+  if (timeout >= 0) {
+    ts.tv_sec = timeout / 1000;
+    ts.tv_nsec = (timeout % 1000) * 1000000L;
+    tsp = &ts;
+  }
   return uepoll::impl::ToErrno(uepoll::impl::Poll(
-      fds, nfds, uepoll::impl::Deadline::FromMillis(timeout)));
+      fds, nfds, uepoll::impl::Deadline::FromMillis(timeout), tsp, nullptr));
 }

@@ -111,21 +111,26 @@ void PinBorrowed() {
   }
 }
 
+void WaitUntilUnborrowedIn(File* f, BorrowRecord* r) {
+  if (!r) return;
+  for (int i = 0; i < BorrowRecord::kSlots; ++i) {
+    // seq_cst: the other half of the Dekker pair with FdTable::Borrow
+    // (hazard store, slot load) against the closer's slot clear, this load.
+    for (int spins = 0; r->hazard[i].load(std::memory_order_seq_cst) == f;
+         ++spins) {
+      if (spins < 64) {
+        CpuRelax();
+      } else {
+        sched_yield();  // the borrower was preempted inside its call
+      }
+    }
+  }
+}
+
 void WaitUntilUnborrowed(File* f) {
   for (BorrowRecord* r = g_records.load(std::memory_order_seq_cst); r;
        r = r->next) {
-    for (int i = 0; i < BorrowRecord::kSlots; ++i) {
-      // seq_cst: the other half of the Dekker pair with FdTable::Borrow
-      // (hazard store, slot load) against the closer's slot clear, this load.
-      for (int spins = 0; r->hazard[i].load(std::memory_order_seq_cst) == f;
-           ++spins) {
-        if (spins < 64) {
-          CpuRelax();
-        } else {
-          sched_yield();  // the borrower was preempted inside its call
-        }
-      }
-    }
+    WaitUntilUnborrowedIn(f, r);
   }
 }
 

@@ -1,14 +1,14 @@
-// Borrowed lookups: using an epoll instance for the length of a call without
-// writing to any cache line that other threads share.
+// Borrowed lookups: using a descriptor's file for the length of a call
+// without writing to any cache line that other threads share.
 //
-// Why: FdTable::Lookup makes four atomic read-modify-writes on two lines
-// every thread that uses the same descriptor shares (the slot word's
-// in-flight count and File::refs_). On this project's 2-core VM a cache line
-// takes about 240 ns to move between cores, so two threads calling
-// epoll_wait(timeout 0) on one instance ran at 4.3M calls/s together against
-// 33M on one thread (docs/design.md, "Borrowed lookups"). Instances are the
-// descriptors that many threads share by design; a source is borrowed once
-// a thread other than its creator uses it (FdTable::Borrow).
+// Why: a counted lookup makes four atomic read-modify-writes on two lines
+// that every thread using the same descriptor shares (the slot word and
+// File::refs_), and neighbouring descriptors share slot lines. On this
+// project's 2-core VM a cache line takes about 240 ns to move between
+// cores, so two threads calling epoll_wait(timeout 0) on one instance ran
+// at 4.3M calls/s together against 33M on one thread, and two threads that
+// shared nothing at all slowed each other down through the slot lines
+// (docs/design.md, "Descriptor lookup"). Every lookup is a borrow now.
 //
 // How (hazard pointers, without deferred frees):
 //  - Each thread owns a BorrowRecord: kSlots hazard words on a cache line of
@@ -16,14 +16,15 @@
 //    reused by later threads once their owner exits.
 //  - A borrower publishes the File* it read from a slot word in one of its
 //    hazard words (seq_cst), then reads the slot word again (seq_cst). If
-//    the word still names that file (and still marks it borrowable), the
-//    file cannot be freed until the hazard is cleared.
+//    the word still names that file, the file cannot be freed until the
+//    hazard is cleared.
 //  - A closer (close, dup2 over the number) clears the slot word (seq_cst
-//    RMW) and, if the word was marked borrowable, waits in
-//    WaitUntilUnborrowed until no record holds the file, before it drops the
-//    slot's reference. Sequential consistency of the four accesses means
-//    either the borrower's second read sees the slot cleared (and it falls
-//    back to a counted Lookup) or the closer's scan sees the hazard.
+//    RMW) and waits until no record that may hold the file does, before it
+//    drops the slot's reference: the record of the slot's owner (the
+//    thread that installed it) if no other thread ever borrowed through
+//    the slot, every record otherwise (FdTable tracks which). Sequential
+//    consistency of the four accesses means either the borrower's second
+//    read sees the slot cleared or the closer's scan sees the hazard.
 //  - A borrow is held for a bounded time: ctl never sleeps except on mutexes
 //    whose holders make progress. Before a thread sleeps in the kernel,
 //    Parker runs PinBorrowed() (installed as its before-sleep hook by
@@ -36,8 +37,9 @@
 //    checks and sanitizer reports mean what they meant before.
 //
 // What it costs: a borrow is two loads and one locked store to the
-// borrower's own line; ending it is a plain store. A close of a borrowable
-// number scans every record (O(threads that ever borrowed), each a load).
+// borrower's own line; ending it is a plain store. A close scans one record
+// (the owner's), or every record (O(threads that ever borrowed), each a
+// load) for a number other threads used too.
 #ifndef UEPOLL_SRC_CORE_BORROW_H_
 #define UEPOLL_SRC_CORE_BORROW_H_
 
@@ -48,7 +50,9 @@
 namespace uepoll::impl {
 
 struct alignas(64) BorrowRecord {
-  static constexpr int kSlots = 2;  // epoll_ctl borrows the instance and fd
+  // epoll_ctl borrows two files; the rest leaves room for a signal handler
+  // that makes calls while the interrupted call holds its borrows.
+  static constexpr int kSlots = 4;
 
   // Written by the owner, read by closers (WaitUntilUnborrowed).
   std::atomic<File*> hazard[kSlots] = {};
@@ -108,6 +112,8 @@ void PinBorrowed();
 // a borrow of f. Only borrows started before the slot was cleared can
 // exist, and each ends within its call or is pinned first.
 void WaitUntilUnborrowed(File* f);
+// The same, when only one record can hold such a borrow (rec may be null).
+void WaitUntilUnborrowedIn(File* f, BorrowRecord* rec);
 
 }  // namespace uepoll::impl
 

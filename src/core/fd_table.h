@@ -1,34 +1,50 @@
-// FdTable: uepoll's descriptor table, numbered from UEPOLL_FD_BASE.
+// FdTable: uepoll's descriptor table.
 //
-// Lookup takes no process-wide lock and is safe against a concurrent close
-// on another thread. The design is type-stable storage with validated
-// reference acquisition (docs/design.md, "Descriptor lookup"):
-//  - Slots live in chunks of kChunkSize that are allocated on first use and
-//    never freed, so a slot's memory is always valid to touch.
-//  - A slot word holds File* (bits 0-47), a count of lookups in flight on
-//    the slot (bits 48-61), "borrowable" (bit 62: the file is an epoll
-//    instance, see Borrow) and FD_CLOEXEC (bit 63). Lookup adds one to the
-//    count, takes a reference on the file the word names, and subtracts
-//    one: two wait-free RMWs, no lock, no spinning. A closer (close, dup2
-//    replacing a file) clears the pointer and then waits until the count
-//    drops to zero before it drops the slot's reference: any lookup that
-//    saw the old pointer has taken its own reference by then. This is the
-//    user-space stand-in for the kernel's RCU + get_file_rcu(): the grace
-//    period is the few instructions between the two RMWs of a lookup.
-//  - Only closers ever wait, and only for lookups already in flight; a
-//    closer that finds a lookup preempted inside that window yields.
-//  - Borrow is Lookup without the shared writes, for the descriptors that
-//    threads share: a hazard pointer in the calling thread's own record
-//    (core/borrow.h). A slot is borrowable when it holds an epoll instance,
-//    or once a thread other than the file's creator has looked it up
-//    through Borrow. Closers of a borrowable slot also wait until no thread
-//    borrows the file, which costs a scan of the records; sources that one
-//    thread creates, uses and closes never pay it.
-//  - Allocation (lowest free number >= a minimum) uses a bitmap per chunk
-//    with CAS; a reserved bit with an empty slot is "allocated, not yet
-//    installed", where dup2 onto it fails EBUSY as in the kernel.
+// Numbering (docs/design.md, "Descriptor numbers"), chosen once per process:
+//  - kKernel (the default): every uepoll descriptor is a number the kernel
+//    reserved for it in the process's own table, with a placeholder file
+//    (src/kernel/placeholder.h): an O_PATH descriptor that every read,
+//    write, poll and epoll_ctl of the kernel refuses. Numbers are small and
+//    dense, lowest free first (the kernel allocates them), and
+//    RLIMIT_NOFILE applies. Creating or closing costs one syscall.
+//  - kDisjoint (opt-in): numbers from UEPOLL_FD_BASE, allocated here with a
+//    bitmap, lowest free first; no syscall at create or close, but tables
+//    indexed by descriptor and select() cannot use such numbers, and a
+//    uepoll object cannot be put at a kernel number (dup2).
+// Numbers the table does not hold are the kernel's: the C API passes them
+// to libc.
+//
+// Lookup is wait-free, takes no lock and is safe against a concurrent
+// close on another thread:
+//  - Slots live in chunks of kChunkSize, allocated on first use and never
+//    freed, so a slot's memory is always valid to touch.
+//  - A slot word holds File* (bits 0-47), a count of counted lookups in
+//    flight (bits 48-60, the fallback below), kBusyBit (61: a close or dup2
+//    owns the slot), kSharedBit (62) and FD_CLOEXEC (63).
+//  - Borrow reads the word, publishes the file in a hazard word of the
+//    calling thread's own record (core/borrow.h) and reads the word again.
+//    It writes nothing that another thread reads on its own hot path: two
+//    threads using different descriptors share no written cache line.
+//  - Each slot has an owner, the record of the thread that installed it
+//    (owners_, type-stable like the slots). A borrow by another thread
+//    first sets kSharedBit (one CAS, once). A closer clears the word, waits
+//    out counted lookups, and then waits until no record that may hold the
+//    file does: the owner's alone for a slot that never became shared, all
+//    of them otherwise. Sources that one thread creates, uses and closes
+//    never pay for a scan of other threads' records.
+//  - Counted lookups (a thread whose record has no free hazard slot, e.g.
+//    a signal handler nested in calls) add one to the slot's count, take a
+//    reference and subtract one; closers wait for the count to drain.
+//  - kBusyBit serializes closes and dup2s of one number with each other and
+//    with installs: the owner of the bit finishes the kernel's side of the
+//    change (closing the placeholder, or dup3 onto the number) before the
+//    slot takes its new value, so the kernel's table and this one never
+//    disagree for a settled number. Lookups still see the old file while
+//    the bit is set and its pointer is still in the word.
 #ifndef UEPOLL_SRC_CORE_FD_TABLE_H_
 #define UEPOLL_SRC_CORE_FD_TABLE_H_
+
+#include <limits.h>
 
 #include <atomic>
 #include <cstdint>
@@ -38,6 +54,13 @@
 
 namespace uepoll::impl {
 
+enum class FdMode : int { kKernel = 0, kDisjoint = 1 };
+
+// Returned by engine entry points given a number that is not a uepoll
+// descriptor: the C API then makes the libc call itself (kernel/sys.h).
+// Never a valid -errno.
+inline constexpr int kNotUepoll = INT_MIN;
+
 class FdTable {
  public:
   static constexpr int kBase = 0x40000000;  // UEPOLL_FD_BASE
@@ -45,94 +68,154 @@ class FdTable {
   static constexpr int kChunkSize = 1 << kChunkBits;
   static constexpr int kMaxChunks = 1 << 13;
   static constexpr long kCapacity = long{kChunkSize} * kMaxChunks;  // 8M
-  static constexpr long kDefaultLimit = kCapacity;
 
   static FdTable& Get();
 
-  static bool InRange(int fd) { return fd >= kBase; }
+  // The numbering mode; fixed by the first descriptor installed. Before
+  // that, the environment variable UEPOLL_FD_MODE (kernel|disjoint) or
+  // SetMode decides.
+  FdMode mode() const {
+    return (mode_.load(std::memory_order_relaxed) & 1) ? FdMode::kDisjoint
+                                                       : FdMode::kKernel;
+  }
+  // 0, -EINVAL (unknown mode), or -EBUSY once a descriptor was installed
+  // under another mode.
+  int SetMode(int mode);
 
-  // A new reference to the file at fd, or an empty FileRef (EBADF).
+  // Whether fd currently names a uepoll object.
+  bool IsOpen(int fd);
+
+  // A new reference to the file at fd, or an empty FileRef (not a uepoll
+  // descriptor: the caller passes the number to the kernel, or EBADF).
   FileRef Lookup(int fd);
 
-  // The file at fd for the length of one call, or an empty FileBorrow
-  // (EBADF). A borrowable slot's file is borrowed through a hazard pointer
-  // (no write to a shared line); any other file gets a counted reference.
+  // The file at fd for the length of one call, or an empty FileBorrow.
   // Parker pins the borrow before any sleep; a caller that spins (busy
   // polling) or raises a signal calls PinBorrowed() first.
   FileBorrow Borrow(int fd);
 
-  // Installs f (adopting one reference) at the lowest free number >= minfd
-  // (a uepoll number; values below kBase mean kBase). Returns the fd or
-  // -EMFILE (-EINVAL if minfd is beyond the limit). On failure the
-  // reference is still the caller's.
-  int Install(File* f, bool cloexec, int minfd = kBase);
-
-  // Two numbers at once (pipe, socketpair): both or neither.
-  int Install2(File* a, File* b, bool cloexec, int fds[2]);
+  // Installs f (adopting one reference) at the lowest free number >= minfd.
+  // Returns the fd or -errno (EMFILE, ENFILE, ENOMEM; EINVAL if minfd is
+  // beyond the limit). On failure the reference is still the caller's.
+  int Install(File* f, bool cloexec, int minfd = 0);
 
   // Install2 in two steps, as the kernel's get_unused_fd_flags and
   // fd_install, for calls that must fail EMFILE before they check their
   // other arguments (socketpair, pipe2). Reserve2 takes two numbers (0, or
-  // -EMFILE / -ENOMEM with nothing taken): allocated but empty, so lookups
-  // see them closed and dup2 onto them fails EBUSY. Exactly one of
+  // -errno with nothing taken): lookups see them closed. Exactly one of
   // InstallReserved2 (adopting a reference to each file) or Unreserve2
-  // (put_unused_fd) must follow.
+  // must follow.
   int Reserve2(long idx[2]);
   void InstallReserved2(const long idx[2], File* a, File* b, bool cloexec,
                         int fds[2]);
   void Unreserve2(const long idx[2]);
 
+  // close(fd) of a uepoll descriptor; -EBADF if fd is not one (the caller
+  // passes it to the kernel).
   int Close(int fd);
+  // dup / F_DUPFD of a uepoll descriptor (fd is one: the caller checked).
   int Dup(int oldfd, int minfd, bool cloexec);
-  // dup2 (flags = -1: dup2 semantics) and dup3.
+  // dup2 (is_dup2) and dup3 with either or both numbers uepoll's.
   int Dup3(int oldfd, int newfd, int flags, bool is_dup2);
   int GetFdFlags(int fd);
   int SetFdFlags(int fd, long arg);
 
+  // Puts a copy of kernel descriptor src at fd if fd still names f, with
+  // the number held (busy) so that no close or dup2 of it interleaves.
+  // 0, or -EBADF if fd names something else now.
+  int SetKernelFile(int fd, File* f, int src);
+  // Whether fd names f right now.
+  bool Holds(int fd, File* f) {
+    std::atomic<uint64_t>* s = SlotOfFd(fd);
+    return s && FileOf(s->load(std::memory_order_seq_cst)) == f;
+  }
+  // Calls fn(fd) for every number that names f (a scan of the table).
+  template <class Fn>
+  void ForEachNumberOf(File* f, Fn fn) {
+    for (long c = 0; c < kMaxChunks; ++c) {
+      Chunk* chunk = chunks_[c].load(std::memory_order_acquire);
+      if (!chunk) continue;
+      for (long i = 0; i < kChunkSize; ++i) {
+        // seq_cst: pairs with Publish, against File::set_many_numbers.
+        if (FileOf(chunk->slots[i].load(std::memory_order_seq_cst)) == f) {
+          fn(FdOf(c * kChunkSize + i));
+        }
+      }
+    }
+  }
+
+  // After a call that made the kernel hand out `fd` (a dup of a kernel
+  // descriptor): a uepoll file still recorded there is an orphan whose
+  // number the application closed with libc close(); drop it.
+  void ForgetOrphan(int fd);
+
+  // kDisjoint only: how many numbers may be open (a test hook; RLIMIT_NOFILE
+  // governs kKernel).
   long limit() const { return limit_.load(std::memory_order_relaxed); }
   long SetLimit(long limit);
 
  private:
   static constexpr uint64_t kPtrMask = (uint64_t{1} << 48) - 1;
   static constexpr uint64_t kCountOne = uint64_t{1} << 48;
-  // 14 bits: at most 16383 lookups of one number in flight at once (each
-  // is a thread inside the few instructions of Lookup).
-  static constexpr uint64_t kCountMask = ((uint64_t{1} << 14) - 1) << 48;
-  static constexpr uint64_t kBorrowBit = uint64_t{1} << 62;
+  static constexpr uint64_t kCountMask = ((uint64_t{1} << 13) - 1) << 48;
+  static constexpr uint64_t kBusyBit = uint64_t{1} << 61;
+  static constexpr uint64_t kSharedBit = uint64_t{1} << 62;
   static constexpr uint64_t kCloexecBit = uint64_t{1} << 63;
 
   struct Chunk {
     std::atomic<uint64_t> slots[kChunkSize];
+    // The record of the thread that installed each slot's file (see above).
+    std::atomic<BorrowRecord*> owners[kChunkSize];
+    // kDisjoint allocation: a set bit is a taken number.
     std::atomic<uint64_t> bitmap[kChunkSize / 64];
   };
 
-  FdTable() = default;
+  FdTable();
+  // The table index of fd, or -1 when fd is outside the mode's range.
+  long Index(int fd) const;
+  int FdOf(long idx) const {
+    return static_cast<int>(mode() == FdMode::kKernel ? idx : idx + kBase);
+  }
   Chunk* GetChunk(long idx, bool create);
   std::atomic<uint64_t>* Slot(long idx, bool create);
-  // The slot of a uepoll number, or nullptr if out of range or never used.
-  std::atomic<uint64_t>* SlotOfFd(int fd);
-  // Waits until no lookup is in flight on the slot (after a closer removed
-  // the file it had).
-  static void WaitForLookups(std::atomic<uint64_t>* s);
-  static uint64_t Word(File* f, bool cloexec) {
-    return reinterpret_cast<uintptr_t>(f) | (cloexec ? kCloexecBit : 0) |
-           (f->is_epoll() ? kBorrowBit : 0);
+  std::atomic<BorrowRecord*>* Owner(long idx) {
+    return &GetChunk(idx, false)->owners[idx & (kChunkSize - 1)];
   }
-  // Sets the borrowable bit of a slot that still holds f.
-  static void MarkBorrowable(std::atomic<uint64_t>* s, File* f);
-  // After a closer cleared a slot whose old word was w: waits out the
-  // lookups and borrows that may still use the file, so the slot's
-  // reference may be dropped.
-  static void WaitForUsers(std::atomic<uint64_t>* s, uint64_t w);
+  // The slot of fd if its chunk exists, else nullptr.
+  std::atomic<uint64_t>* SlotOfFd(int fd);
   static File* FileOf(uint64_t w) {
     return reinterpret_cast<File*>(static_cast<uintptr_t>(w & kPtrMask));
   }
-  long Reserve(long min_idx);  // -1 when full
+  static uint64_t Word(File* f, bool cloexec) {
+    return reinterpret_cast<uintptr_t>(f) | (cloexec ? kCloexecBit : 0);
+  }
+  void LatchMode();
+  // Sets kSharedBit on a slot that still holds f; false if it holds
+  // something else now.
+  static bool MarkShared(std::atomic<uint64_t>* s, File* f);
+  // Takes kBusyBit of a slot (waiting out another owner); returns the word
+  // before.
+  static uint64_t AcquireBusy(std::atomic<uint64_t>* s);
+  // After a closer cleared a slot whose old word was w: waits out the
+  // lookups and borrows that may still use the file.
+  void WaitForUsers(long idx, std::atomic<uint64_t>* s, uint64_t w);
+  // Publishes the word of a newly installed file at idx, owned by the
+  // calling thread; evicts an orphan found there (kKernel).
+  void Publish(long idx, File* f, bool cloexec);
+  void Evict(long idx, std::atomic<uint64_t>* s, uint64_t w);
+  // kDisjoint allocation (lowest free >= min_idx): the index, -1 when full,
+  // -2 out of memory.
+  long Reserve(long min_idx);
   void Unreserve(long idx);
+  int DupToFree(int oldfd, File* f, int minfd, bool cloexec);
 
   std::atomic<Chunk*> chunks_[kMaxChunks] = {};
-  std::atomic<long> limit_{kDefaultLimit};
-  std::atomic<long> hint_{0};  // no free index below this (a hint)
+  // Bit 0: kDisjoint; bit 1: latched (a descriptor was installed).
+  std::atomic<int> mode_{0};
+  std::atomic<long> limit_{kCapacity};
+  // kDisjoint: no free index below this (a hint kept exact enough for
+  // lowest-free allocation, see Reserve).
+  std::atomic<long> hint_{0};
 };
 
 }  // namespace uepoll::impl

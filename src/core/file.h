@@ -29,19 +29,10 @@ namespace uepoll::impl {
 
 enum class FileKind : uint8_t { kEventfd, kPipe, kSocket, kEpoll };
 
-// The calling thread, as the address of a thread_local: compared, never
-// dereferenced, so a tag reused after its thread exited only costs a wrong
-// guess in FdTable::Borrow.
-inline const void* ThisThreadTag() {
-  static thread_local char tag;
-  return &tag;
-}
-
 class File {
  public:
   UEPOLL_ALLOCATED_CLASS
-  File(FileKind kind, uint32_t f_flags)
-      : kind_(kind), creator_(ThisThreadTag()), f_flags_(f_flags) {
+  File(FileKind kind, uint32_t f_flags) : kind_(kind), f_flags_(f_flags) {
     Live::Inc(Live::files);
   }
   virtual ~File() { Live::Dec(Live::files); }
@@ -50,8 +41,6 @@ class File {
 
   FileKind kind() const { return kind_; }
   bool is_epoll() const { return kind_ == FileKind::kEpoll; }
-  // A hint: whether other threads may be using this object too.
-  bool created_by_this_thread() const { return creator_ == ThisThreadTag(); }
 
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   // A reference unless the object is already in its last close.
@@ -81,6 +70,34 @@ class File {
   virtual ssize_t Write(const void* buf, size_t count);
   virtual int Shutdown(int how);
 
+  // A new number newfd now refers to this object, made from oldfd (dup,
+  // dup2, F_DUPFD). An instance with a kernel half gives it its kernel
+  // epoll (epoll/kernel_half.cc).
+  virtual void NumberAdded(int newfd, int oldfd) {
+    (void)newfd;
+    (void)oldfd;
+  }
+  // Number fd stops referring to this object (close, dup2 over it) and is
+  // about to be closed or replaced in the kernel; called while no other
+  // close or dup2 of fd can run.
+  virtual void NumberRemoved(int fd) { (void)fd; }
+  // Kernel descriptors a thread blocked on this object (in poll(), or in a
+  // wait on an instance) must sleep on too, in out[0..n); returns n (0..2).
+  virtual int KernelSleepFds(int out[2]) {
+    (void)out;
+    return 0;
+  }
+  // The object was given more than one number at some point (a hint for
+  // the instance's kernel half, which must find every number).
+  bool maybe_many_numbers() const {
+    return many_numbers_.load(std::memory_order_relaxed);
+  }
+  void set_many_numbers() {
+    if (!maybe_many_numbers()) {
+      many_numbers_.store(true, std::memory_order_seq_cst);
+    }
+  }
+
   // File status flags (F_GETFL): access mode | O_NONBLOCK | ...
   uint32_t flags() const { return f_flags_.load(std::memory_order_relaxed); }
   bool nonblock() const { return flags() & O_NONBLOCK; }
@@ -106,9 +123,9 @@ class File {
   void LastClose();
 
   const FileKind kind_;
-  const void* const creator_;  // ThisThreadTag() of the creating thread
   std::atomic<long> refs_{1};
   std::atomic<uint32_t> f_flags_;
+  std::atomic<bool> many_numbers_{false};
 };
 
 // RAII reference to a File, as fdget()/fdput().

@@ -8,6 +8,8 @@
 
 #include "core/fd_table.h"
 #include "epoll/nesting.h"
+#include "kernel/bridge.h"
+#include "kernel/sys.h"
 
 namespace uepoll::impl {
 namespace {
@@ -213,6 +215,10 @@ void EpollReleaseFile(File* file) {
 }
 
 void Eventpoll::Release() NO_THREAD_SAFETY_ANALYSIS {
+  // No ready() hook of ours runs after this (kernel/bridge.h). The kernel
+  // epoll itself was closed with the instance's last number.
+  int h = bridge_handle_.load(std::memory_order_relaxed);
+  if (h >= 0) Bridge::Unregister(h);
   EpItem* to_free = nullptr;
   int puts = 0;
   {
@@ -256,6 +262,7 @@ int Eventpoll::Ctl(int op, File* tfile, int fd,
   int error = 0;
   EpItem* to_free = nullptr;
   EpItem** old_buckets = nullptr;
+  Eventpoll* nested_child = nullptr;
 
   mtx_.Lock();
   if (op == EPOLL_CTL_ADD &&
@@ -316,7 +323,12 @@ int Eventpoll::Ctl(int op, File* tfile, int fd,
             error = oom ? -ENOMEM : -EINVAL;
           }
         }
-        if (!error) prepped = nullptr;
+        if (!error) {
+          prepped = nullptr;
+          // Still under NestingLock(): a child's kernel half reaches this
+          // instance through the bridge (kernel_half.cc).
+          if (tfile->is_epoll()) nested_child = static_cast<Eventpoll*>(tfile);
+        }
         break;
       case EPOLL_CTL_DEL:
         if (!epi) {
@@ -341,6 +353,7 @@ int Eventpoll::Ctl(int op, File* tfile, int fd,
     }
   }
   mtx_.Unlock();
+  if (nested_child) NestedAdded(nested_child);
 
 unlock_nested:
   if (full_check) {
@@ -368,17 +381,45 @@ int EpollCreate(int flags) {
 }
 
 int EpollCtl(int epfd, int op, int fd, const epoll_event* event) {
+  FdTable& t = FdTable::Get();
+  // Borrows: ctl never sleeps but on mutexes, so closers wait briefly.
+  FileBorrow f = t.Borrow(epfd);
+  if (!f) {
+    // A kernel epfd: the kernel's call, unless the target is uepoll's,
+    // which no kernel instance can watch (its kernel file is a placeholder,
+    // or the kernel half of an instance, which alone would misreport it).
+    if (t.IsOpen(fd)) {
+      if (op != EPOLL_CTL_DEL && !event) return -EFAULT;
+      return sys::Fcntl(epfd, F_GETFD, 0) < 0 ? -EBADF : -EPERM;
+    }
+    return kNotUepoll;
+  }
   epoll_event ev{};
   if (op != EPOLL_CTL_DEL) {
     if (!event) return -EFAULT;
     ev = *event;
   }
-  FdTable& t = FdTable::Get();
-  // Borrows: ctl never sleeps but on mutexes, so closers wait briefly.
-  FileBorrow f = t.Borrow(epfd);
-  if (!f) return -EBADF;
   FileBorrow tf = t.Borrow(fd);
-  if (!tf) return -EBADF;
+  if (!tf) {
+    // A kernel descriptor: into an instance's kernel half.
+    if (f->is_epoll()) {
+      return static_cast<Eventpoll*>(f.get())->CtlKernel(
+          epfd, op, fd, op == EPOLL_CTL_DEL ? nullptr : &ev);
+    }
+    // Not an instance: the kernel checks the target first (EBADF, EPERM).
+    if (sys::Fcntl(fd, F_GETFD, 0) < 0) return -EBADF;
+    int r = -EINVAL;
+    epoll_event probe = ev;
+    int tmp = sys::EpollCreate1(EPOLL_CLOEXEC);
+    if (tmp >= 0) {
+      if (sys::EpollCtl(tmp, EPOLL_CTL_ADD, fd, &probe) != 0 &&
+          (errno == EBADF || errno == EPERM)) {
+        r = -errno;
+      }
+      sys::Close(tmp);
+    }
+    return r;
+  }
   // Every uepoll object can be polled, so the kernel's EPERM never arises.
   if (f.get() == tf.get() || !f->is_epoll()) return -EINVAL;
   if (op != EPOLL_CTL_DEL && (ev.events & EPOLLEXCLUSIVE)) {

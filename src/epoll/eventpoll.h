@@ -60,6 +60,7 @@
 #ifndef UEPOLL_SRC_EPOLL_EVENTPOLL_H_
 #define UEPOLL_SRC_EPOLL_EVENTPOLL_H_
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
 
@@ -125,6 +126,17 @@ class Eventpoll final : public File {
   EpollParams params() const;
   void set_params(const EpollParams& p);
 
+  // --- the kernel half (kernel_half.cc) ---
+  // epoll_ctl of a kernel descriptor, through the instance number epfd.
+  int CtlKernel(int epfd, int op, int fd, epoll_event* ev);
+  void NumberAdded(int newfd, int oldfd) override;
+  void NumberRemoved(int fd) override;
+  int KernelSleepFds(int out[2]) override;
+  // After a nested ADD of `child` into this instance (NestingLock() held):
+  // if the child or something below it has a kernel half, register it
+  // with the bridge and mark this instance and those above.
+  void NestedAdded(Eventpoll* child);
+
   void Put();  // drop an ep_refs_ reference; frees at zero
   bool watched() const {
     return nwatchers_.load(std::memory_order_acquire) != 0;
@@ -148,6 +160,45 @@ class Eventpoll final : public File {
   bool RemoveLocked(EpItem* epi, bool force) REQUIRES(mtx_);
 
   int SendEvents(epoll_event* events, int maxevents) EXCLUDES(mtx_);
+  // SendEvents' uepoll half.
+  int SendUepollEvents(epoll_event* events, int maxevents) EXCLUDES(mtx_);
+  // Up to maxevents events of the kernel half (0 if it has none).
+  int SendKernelEvents(epoll_event* events, int maxevents) EXCLUDES(mtx_);
+  // Whether the kernel half reports anything, without consuming it.
+  bool KernelReady();
+  // Registers the kernel half with the bridge (once).
+  void RegisterWithBridge();
+  // Makes the kernel half (a kernel epoll at every number of the
+  // instance); 0 or -errno.
+  int MakeMixed(int epfd) REQUIRES(mtx_);
+  // The kernel descriptors a sleeping waiter must watch too: kfds[1..),
+  // returns the count including kfds[0] (1 when there are none).
+  nfds_t SleepSet(pollfd kfds[3]) const;
+  // After a sleep on SleepSet's descriptors: reaps the bridge if it was
+  // ready.
+  void AfterKernelSleep(const pollfd* kfds, nfds_t nk);
+  // Runs fn(knum) with knum_ pinned: a close of that number waits for it
+  // (NumberRemoved). fn gets -1 when the kernel half has no number left.
+  template <class Fn>
+  int KernelOp(Fn fn) {
+    // seq_cst, against NumberRemoved's store of knum_ then load of kops_.
+    kops_.fetch_add(1, std::memory_order_seq_cst);
+    int r = fn(knum_.load(std::memory_order_seq_cst));
+    kops_.fetch_sub(1, std::memory_order_release);
+    return r;
+  }
+  // Makes knum_ name fd if it names nothing and fd still names this
+  // instance.
+  void AdoptNumber(int fd);
+  // Registers the kernel half with the bridge and marks the instances
+  // above; requires NestingLock().
+  void BridgeUp();
+  static void BridgeReady(void* self);
+  // Sets kernel_below_ here and in every instance above (NestingLock()).
+  void MarkKernelBelow();
+  // Wakes every waiter and poller of this instance so that they sleep
+  // again on a new set of kernel descriptors.
+  void WakeAllToResleep();
   int WaitLoop(epoll_event* events, int maxevents, const Deadline& deadline,
                const sigset_t* sigmask) EXCLUDES(mtx_, lock_);
   int MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
@@ -189,6 +240,8 @@ class Eventpoll final : public File {
   alignas(kCacheLine) Mutex mtx_ ACQUIRED_BEFORE(lock_);
   Mutex lock_;
   ListNode rdllist_ GUARDED_BY(lock_);
+  // Kernel-half operations in flight (KernelOp); mixed instances only.
+  std::atomic<int> kops_{0};
   // The length of rdllist_, so that a wakeup can tell in O(1) whether a
   // waiter in its min_wait phase has its maxevents ready (WakeOneLocked).
   int nready_ GUARDED_BY(lock_) = 0;
@@ -204,6 +257,20 @@ class Eventpoll final : public File {
   // written only when a thread starts or stops sleeping, or by set_params.
   // The length of waiters_, readable without lock_. Changed under lock_.
   alignas(kCacheLine) std::atomic<int> nwaiters_{0};
+  // The kernel half: set once (never cleared) when the instance first
+  // holds a kernel descriptor; then each of its numbers names a kernel
+  // epoll instance that holds them (kernel_half.cc).
+  std::atomic<bool> mixed_{false};
+  // Some instance below this one (or this one) has a kernel half that a
+  // waiter here must hear about through the bridge (kernel/bridge.h).
+  // Set under NestingLock(), never cleared.
+  std::atomic<bool> kernel_below_{false};
+  // A number of this instance whose kernel file is its kernel epoll, or
+  // -1. Every operation on the kernel half goes through it, pinned by
+  // kops_ (KernelOp); changes are serialized by kmu_, and a number that is
+  // closed or replaced is first swapped for another (NumberRemoved), so an
+  // operation never reaches a number the kernel has given to someone else.
+  std::atomic<int> knum_{-1};
   // Parameters: written by set_params, read by waits; independent words.
   std::atomic<uint32_t> busy_poll_usecs_{0};
   std::atomic<uint16_t> busy_poll_budget_{0};
@@ -213,6 +280,12 @@ class Eventpoll final : public File {
   // Line 3: written by ctl ADD and DEL.
   alignas(kCacheLine) ItemTable items_ GUARDED_BY(mtx_);
   std::atomic<long> ep_refs_{1};
+  // Which half a mixed instance's harvest serves first: they alternate, so
+  // neither starves the other when maxevents is small.
+  bool kernel_first_ GUARDED_BY(mtx_) = false;
+  // The bridge registration of the kernel half; written under NestingLock().
+  std::atomic<int> bridge_handle_{-1};
+  Mutex kmu_;  // serializes changes of knum_
 
   // Line 4: watchers of this instance: parent items, poll().
   alignas(kCacheLine) WaitQueue poll_wait_;

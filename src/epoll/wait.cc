@@ -7,6 +7,7 @@
 #include "core/borrow.h"
 #include "core/fd_table.h"
 #include "epoll/eventpoll.h"
+#include "kernel/bridge.h"
 
 namespace uepoll::impl {
 
@@ -87,8 +88,8 @@ uint32_t Eventpoll::ItemPoll(EpItem* epi, int depth) {
   return epi->file->Poll(depth) & epi->events.load(std::memory_order_relaxed);
 }
 
-int Eventpoll::SendEvents(epoll_event* events,
-                          int maxevents) NO_THREAD_SAFETY_ANALYSIS {
+int Eventpoll::SendUepollEvents(epoll_event* events,
+                                int maxevents) NO_THREAD_SAFETY_ANALYSIS {
   ListNode txlist, requeue;
   MutexLock m(mtx_);
   int ntx = StartScan(&txlist);
@@ -161,6 +162,10 @@ uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
     --ntx;
   }
   DoneScan(&txlist, ntx, &requeue, 0);
+  // The kernel half is asked only when the uepoll half has nothing.
+  if (!res && mixed_.load(std::memory_order_acquire) && KernelReady()) {
+    res = EPOLLIN | EPOLLRDNORM;
+  }
   return res;
 }
 
@@ -213,42 +218,79 @@ int Eventpoll::Wait(epoll_event* events, int maxevents, const WaitArgs& args) {
 // keeps an LT item from being reported twice in one batch. Returns the
 // events, -EINTR, or 0 when nothing was ready (the caller then waits on to
 // the deadline and returns at the first event).
+//
+// A kernel half counts too: the first time it becomes ready during the
+// phase its events are harvested into the front of the batch, and it is
+// not watched again until the phase ends (its LT events would be harvested
+// twice otherwise); the final harvest then serves the uepoll half only.
 int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
                        int64_t min_wait_ns) NO_THREAD_SAFETY_ANALYSIS {
   Deadline until = Deadline::AfterNs(min_wait_ns);
   if (!args.deadline.is_infinite() && args.deadline.at_ns() < until.at_ns()) {
     until = args.deadline;
   }
+  int collected = 0;  // kernel-half events already in events[0..collected)
+  bool watch_kernel = true;
+  auto finish = [&] {
+    epoll_event* rest = events ? events + collected : nullptr;
+    int n = collected ? SendUepollEvents(rest, maxevents - collected)
+                      : SendEvents(events, maxevents);
+    if (n < 0) return collected ? collected : n;
+    return collected + n;
+  };
   for (;;) {
     EpWaiter w;
     w.parker = &Parker::Current();
-    w.min_ready = maxevents;
+    w.min_ready = maxevents - collected;
     bool enough;
     {
       MutexLock l(lock_);
-      enough = nready_ >= maxevents;
+      enough = nready_ + collected >= maxevents;
       if (!enough) QueueWaiterLocked(&w);
     }
     if (enough) break;
+    pollfd kfds[3];
+    nfds_t nk = watch_kernel ? SleepSet(kfds) : 1;
     WaiterGuard guard(this, &w);
-    Parker::Result r = w.parker->Park(until, args.sigmask);
+    Parker::Result r =
+        w.parker->Park(until, args.sigmask, nk > 1 ? kfds : nullptr, nk);
     guard.Dequeue();
+    if (r & Parker::kKernelReady) {
+      AfterKernelSleep(kfds, nk);
+      if (mixed_.load(std::memory_order_acquire) && kfds[1].revents) {
+        int n = SendKernelEvents(events ? events + collected : nullptr,
+                                 maxevents - collected);
+        if (n > 0) collected += n;
+        watch_kernel = false;
+      }
+    }
     // Interrupted (woken as well or not): harvest once, events found win.
     if (r & Parker::kInterrupted) {
-      int n = SendEvents(events, maxevents);
+      int n = finish();
       return n ? n : -EINTR;
     }
     if ((r & Parker::kTimedOut) || until.Expired()) break;
   }
   // Also hands the wakeup on to other waiters (DoneScan) if more is ready.
-  return SendEvents(events, maxevents);
+  return finish();
+}
+
+void Eventpoll::AfterKernelSleep(const pollfd* kfds, nfds_t nk) {
+  // The bridge was ready: turn its events into the uepoll wakeups they
+  // stand for (kernel/bridge.h); ours may be among them.
+  if (kernel_below_.load(std::memory_order_relaxed) && kfds[nk - 1].revents) {
+    Bridge::Reap();
+  }
 }
 
 int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
                         const Deadline& deadline,
                         const sigset_t* sigmask) NO_THREAD_SAFETY_ANALYSIS {
   bool timed_out = deadline.is_zero();
-  bool eavail = avail_.load(std::memory_order_acquire);
+  // A kernel half is asked on every harvest: whether it has events is
+  // known only to the kernel.
+  bool eavail = avail_.load(std::memory_order_acquire) ||
+                mixed_.load(std::memory_order_acquire);
   for (;;) {
     if (eavail) {
       int n = SendEvents(events, maxevents);
@@ -264,18 +306,30 @@ int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
       if (!eavail) QueueWaiterLocked(&w);
     }
     if (eavail) continue;
+    // The kernel half and the bridge, if any: the sleep ends when either
+    // has something (kernel/bridge.h).
+    pollfd kfds[3];
+    nfds_t nk = SleepSet(kfds);
     WaiterGuard guard(this, &w);
-    Parker::Result r = w.parker->Park(deadline, sigmask);
+    Parker::Result r =
+        w.parker->Park(deadline, sigmask, nk > 1 ? kfds : nullptr, nk);
     // Still queued: nobody picked us (timeout, signal, or a stale token).
     // Picked: an event was meant for us, so harvest even if we timed out.
     eavail = guard.Dequeue();
-    if (r & Parker::kTimedOut) timed_out = true;
+    if (r & Parker::kKernelReady) {
+      AfterKernelSleep(kfds, nk);
+      eavail = true;
+    }
+    // A kernel descriptor that stays ready (a number closed under the
+    // sleep reports POLLNVAL) ends sleeps at once: the deadline still ends
+    // the wait.
+    if ((r & Parker::kTimedOut) || deadline.Expired()) timed_out = true;
     // A signal ends the wait even if a wakeup raced with it (the parker
     // reports both): harvest once, and fail EINTR if that finds nothing,
     // rather than sleeping on as if only woken.
     if (r & Parker::kInterrupted) {
       // Events found win over the signal, as in the kernel.
-      if (eavail) {
+      if (eavail || mixed_.load(std::memory_order_acquire)) {
         int n = SendEvents(events, maxevents);
         if (n) return n;
       }
@@ -290,7 +344,7 @@ int EpollWait(int epfd, epoll_event* events, int maxevents,
   // reference would make them all write to its refs_ line on every call.
   // Wait pins the borrow before it sleeps or spins.
   FileBorrow f = FdTable::Get().Borrow(epfd);
-  if (!f) return -EBADF;
+  if (!f) return kNotUepoll;
   constexpr int kMaxEvents = INT32_MAX / static_cast<int>(sizeof(epoll_event));
   if (maxevents <= 0 || maxevents > kMaxEvents) return -EINVAL;
   if (!f->is_epoll()) return -EINVAL;
@@ -300,7 +354,7 @@ int EpollWait(int epfd, epoll_event* events, int maxevents,
 
 int EpollSetParams(int epfd, const EpollParams& p) {
   FileRef f = FdTable::Get().Lookup(epfd);
-  if (!f) return -EBADF;
+  if (!f) return kNotUepoll;
   if (!f->is_epoll()) return -ENOTTY;  // the ioctl's errno
   static_cast<Eventpoll*>(f.get())->set_params(p);
   return 0;
@@ -308,7 +362,7 @@ int EpollSetParams(int epfd, const EpollParams& p) {
 
 int EpollGetParams(int epfd, EpollParams* p) {
   FileRef f = FdTable::Get().Lookup(epfd);
-  if (!f) return -EBADF;
+  if (!f) return kNotUepoll;
   if (!f->is_epoll()) return -ENOTTY;
   *p = static_cast<Eventpoll*>(f.get())->params();
   return 0;

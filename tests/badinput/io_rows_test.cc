@@ -243,8 +243,9 @@ TEST_P(BadInputIo, IsUepollFdTellsTheBackendsApart) {
   int efd = Eventfd();
   errno = 0x5eed;
   EXPECT_EQ(uepoll_is_uepoll_fd(efd) != 0, !IsKernel());
-  EXPECT_NE(uepoll_is_uepoll_fd(UEPOLL_FD_BASE), 0);
+  EXPECT_EQ(uepoll_is_uepoll_fd(0), 0);  // the kernel's stdin
   EXPECT_EQ(uepoll_is_uepoll_fd(-1), 0);
+  EXPECT_EQ(uepoll_is_uepoll_fd(B().closed_fd), 0);
   EXPECT_EQ(errno, 0x5eed);
 }
 

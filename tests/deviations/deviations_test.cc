@@ -39,33 +39,6 @@ class Deviations : public ::testing::Test {
   void TearDown() override { ExpectNoUepollLeaks(); }
 };
 
-// semantics.md D1: uepoll calls accept only uepoll descriptors.
-TEST_F(Deviations, KernelDescriptorsAreEbadfForUepollCalls) {
-  int p[2];
-  ASSERT_EQ(::pipe(p), 0);
-  char c = 'x';
-  errno = 0;
-  EXPECT_EQ(uepoll_write(p[1], &c, 1), -1);
-  EXPECT_EQ(errno, EBADF);
-  EXPECT_EQ(uepoll_close(p[0]), -1);
-  EXPECT_EQ(errno, EBADF);
-  int ep = uepoll_epoll_create1(0);
-  ASSERT_GE(ep, 0);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  EXPECT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev), -1);
-  EXPECT_EQ(errno, EBADF);
-  pollfd pfd{p[0], POLLIN, 0};
-  EXPECT_EQ(uepoll_poll(&pfd, 1, 0), 1);
-  EXPECT_EQ(pfd.revents, POLLNVAL);
-  // dup2 cannot put a uepoll object at a kernel number.
-  EXPECT_EQ(uepoll_dup2(ep, 5), -1);
-  EXPECT_EQ(errno, EBADF);
-  EXPECT_EQ(uepoll_close(ep), 0);
-  ::close(p[0]);
-  ::close(p[1]);
-}
-
 // D2: a NULL buffer fails EFAULT before the eventfd count is consumed.
 TEST_F(Deviations, EventfdReadIntoNullFailsWithoutConsuming) {
   int efd = uepoll_eventfd(3, EFD_NONBLOCK);
@@ -106,12 +79,33 @@ TEST_F(Deviations, FailedSocketpairLeavesSvUntouched) {
   EXPECT_EQ(sv[1], -8);
 }
 
-// D5: descriptor numbers start at UEPOLL_FD_BASE.
-TEST_F(Deviations, DescriptorsNumberFromTheBase) {
+// D5: in the opt-in disjoint numbering, descriptor numbers start at
+// UEPOLL_FD_BASE, lowest free first in that range; kernel descriptors still
+// pass through every call, but cannot join an instance, and a uepoll object
+// cannot be dup2'ed onto a kernel number.
+TEST_F(Deviations, DisjointModeNumbersFromTheBase) {
+  ASSERT_EQ(uepoll_set_fd_mode(UEPOLL_FD_MODE_DISJOINT), 0);
   int efd = uepoll_eventfd(0, 0);
-  ASSERT_GE(efd, UEPOLL_FD_BASE);
+  int ep = uepoll_epoll_create1(0);
+  ASSERT_EQ(efd, UEPOLL_FD_BASE);
+  ASSERT_EQ(ep, UEPOLL_FD_BASE + 1);
   EXPECT_TRUE(uepoll_is_uepoll_fd(efd));
   EXPECT_FALSE(uepoll_is_uepoll_fd(0));
+  EXPECT_EQ(uepoll_get_fd_mode(), UEPOLL_FD_MODE_DISJOINT);
+  EXPECT_EQ(uepoll_set_fd_mode(UEPOLL_FD_MODE_KERNEL), -1);
+  EXPECT_EQ(errno, EBUSY);
+  int kfd = ::eventfd(0, EFD_NONBLOCK);
+  ASSERT_GE(kfd, 0);
+  uint64_t one = 1;
+  EXPECT_EQ(uepoll_write(kfd, &one, 8), 8);  // passed to the kernel
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  EXPECT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, kfd, &ev), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(uepoll_dup2(efd, 900), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(uepoll_close(kfd), 0);
+  EXPECT_EQ(uepoll_close(ep), 0);
   EXPECT_EQ(uepoll_close(efd), 0);
 }
 
@@ -307,8 +301,10 @@ TEST_F(Deviations, ForkedChildDoesNotTakeTheParentsWakeups) {
   EXPECT_EQ(uepoll_close(ep), 0);
 }
 
-// D8: no per-user watch limit: ENOSPC is never returned.
+// D8: no per-user watch limit: ENOSPC is never returned. (In the disjoint
+// numbering, so that the registrations need no kernel descriptors.)
 TEST_F(Deviations, ManyRegistrationsNeverHitAWatchLimit) {
+  ASSERT_EQ(uepoll_set_fd_mode(UEPOLL_FD_MODE_DISJOINT), 0);
   int ep = uepoll_epoll_create1(0);
   int efd = uepoll_eventfd(0, 0);
   ASSERT_GE(ep, 0);

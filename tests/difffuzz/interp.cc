@@ -84,6 +84,13 @@ Session::Session(bool skip_known) : skip_known_(skip_known) {
   sigaction(SIGPIPE, &ign, &old);
   old_sigpipe_ = reinterpret_cast<void*>(old.sa_handler);
 
+  // uepoll numbers come from their own range here, so that a handle's two
+  // numbers line up (interp.h); the default numbering shares the kernel's
+  // table and is covered by the conformance suites.
+  if (uepoll_set_fd_mode(UEPOLL_FD_MODE_DISJOINT) != 0) {
+    setup_error_ = "cannot select uepoll's disjoint numbering";
+    return;
+  }
   uepoll_live_counts c{};
   uepoll_debug_live_counts(&c);
   if (c.descriptors != 0) {

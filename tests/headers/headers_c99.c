@@ -34,11 +34,14 @@ static void check_signatures(void) {
   int (*counts)(struct uepoll_live_counts *) = uepoll_debug_live_counts;
   long (*set_limit)(long) = uepoll_debug_set_fd_limit;
   long (*capacity)(void) = uepoll_debug_fd_capacity;
+  int (*set_mode)(int) = uepoll_set_fd_mode;
+  int (*get_mode)(void) = uepoll_get_fd_mode;
   (void)create, (void)create1, (void)ctl, (void)wait, (void)pwait;
   (void)efd, (void)pipe_fn, (void)pipe2_fn, (void)spair, (void)shut;
   (void)read_fn, (void)write_fn, (void)close_fn, (void)dup_fn;
   (void)dup2_fn, (void)dup3_fn, (void)fcntl_fn, (void)poll_fn;
-  (void)counts, (void)set_limit, (void)capacity;
+  (void)counts, (void)set_limit, (void)capacity, (void)set_mode;
+  (void)get_mode;
 }
 
 int main(void) {
@@ -49,9 +52,13 @@ int main(void) {
     fprintf(stderr, "the headers disagree between translation units\n");
     return 1;
   }
-  if (!uepoll_is_uepoll_fd(UEPOLL_FD_BASE) || uepoll_is_uepoll_fd(0)) {
-    fprintf(stderr, "uepoll_is_uepoll_fd disagrees with UEPOLL_FD_BASE\n");
-    return 1;
+  {
+    int efd = uepoll_eventfd(0, 0);
+    if (efd < 0 || !uepoll_is_uepoll_fd(efd) || uepoll_is_uepoll_fd(0) ||
+        uepoll_get_fd_mode() != UEPOLL_FD_MODE_KERNEL || uepoll_close(efd)) {
+      fprintf(stderr, "uepoll descriptors are not what uepoll.h says\n");
+      return 1;
+    }
   }
   printf("uepoll.h and debug.h compile as strict C99\n");
   return 0;

@@ -21,6 +21,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -124,13 +125,12 @@ class Scenario {
 
     // Descriptors.
     int d1 = Create("dup", [&] { return uepoll_dup(efd); });
-    int target = UEPOLL_FD_BASE + 900;
+    // Numbers no other object takes here (uepoll numbers are the kernel's).
+    int target = 900;
     int d2 = Create("dup2", [&] { return uepoll_dup2(p[0], target); });
     int d3 = Create("dup3",
                     [&] { return uepoll_dup3(s[0], target + 1, O_CLOEXEC); });
-    int d4 = Create("F_DUPFD", [&] {
-      return uepoll_fcntl(ep, F_DUPFD, UEPOLL_FD_BASE + 950);
-    });
+    int d4 = Create("F_DUPFD", [&] { return uepoll_fcntl(ep, F_DUPFD, 950); });
 
     // Waits, nested included.
     Check("epoll_wait ep", [&] { return uepoll_epoll_wait(ep, evs_, 64, 0); });
@@ -349,8 +349,15 @@ TEST(AllocFailure, scenario__every_allocation_fails_cleanly_once) {
 TEST(AllocFailure, fd_table_chunk__failure_is_enomem_and_retry_works) {
   int e = uepoll_eventfd(0, EFD_NONBLOCK);
   ASSERT_GE(e, 0);
-  // A number in a chunk no other test touches: its chunk is allocated here.
-  const int far = UEPOLL_FD_BASE + 7 * 1024 + 3;
+  // A number in a chunk no other test touches: its chunk is allocated here
+  // (below RLIMIT_NOFILE, which dup2 checks first).
+  const int far = 7 * 1024 + 3;
+  struct rlimit rl {};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  if (rl.rlim_cur <= static_cast<rlim_t>(far)) {
+    rl.rlim_cur = static_cast<rlim_t>(far) + 1;
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
+  }
   ASSERT_EQ(uepoll_debug_fail_alloc(1), 0);
   errno = 0;
   int r = uepoll_dup2(e, far);

@@ -119,46 +119,6 @@ TEST_P(BadInputExtra, huge_counts_with_valid_buffers__copy_what_is_there) {
   EXPECT_EQ(B().read(p[0], buf, sizeof buf), 3) << "the data is still there";
 }
 
-// The documented deviation: uepoll calls refuse kernel descriptors (EBADF
-// or POLLNVAL) and never act on them; in particular uepoll_close of a
-// kernel number does not close it.
-TEST(BadInputKernelFds, uepoll_calls__refuse_kernel_descriptors_untouched) {
-  int kfd = ::eventfd(3, EFD_NONBLOCK);
-  ASSERT_GE(kfd, 0);
-  int kep = ::epoll_create1(0);
-  ASSERT_GE(kep, 0);
-  int uep = uepoll_epoll_create1(0);
-  int uefd = uepoll_eventfd(0, EFD_NONBLOCK);
-  ASSERT_GE(uep, 0);
-  ASSERT_GE(uefd, 0);
-  char buf[8];
-  epoll_event ev{EPOLLIN, {}};
-  EXPECT_ERRNO(uepoll_close(kfd), EBADF);
-  EXPECT_ERRNO(uepoll_read(kfd, buf, 8), EBADF);
-  EXPECT_ERRNO(uepoll_write(kfd, buf, 8), EBADF);
-  EXPECT_ERRNO(uepoll_dup(kfd), EBADF);
-  EXPECT_ERRNO(uepoll_dup2(kfd, uefd), EBADF);
-  EXPECT_ERRNO(uepoll_fcntl(kfd, F_GETFL), EBADF);
-  EXPECT_ERRNO(uepoll_shutdown(kfd, SHUT_RD), EBADF);
-  EXPECT_ERRNO(uepoll_epoll_ctl(uep, EPOLL_CTL_ADD, kfd, &ev), EBADF);
-  EXPECT_ERRNO(uepoll_epoll_ctl(kep, EPOLL_CTL_ADD, uefd, &ev), EBADF);
-  EXPECT_ERRNO(uepoll_epoll_wait(kep, &ev, 1, 0), EBADF);
-  // dup2 of a uepoll descriptor onto a kernel number: not in uepoll's range.
-  EXPECT_ERRNO(uepoll_dup2(uefd, kfd), EBADF);
-  pollfd p = {kfd, POLLIN, 0};
-  EXPECT_EQ(uepoll_poll(&p, 1, 0), 1);
-  EXPECT_EQ(p.revents, POLLNVAL);
-  // The kernel's objects are untouched.
-  uint64_t v = 0;
-  EXPECT_EQ(::read(kfd, &v, sizeof v), 8);
-  EXPECT_EQ(v, 3u);
-  EXPECT_EQ(::close(kfd), 0);
-  EXPECT_EQ(::close(kep), 0);
-  EXPECT_EQ(uepoll_close(uefd), 0);
-  EXPECT_EQ(uepoll_close(uep), 0);
-  ExpectNoUepollLeaks();
-}
-
 TEST(BadInputDebugApi, debug_calls__reject_bad_arguments_and_change_nothing) {
   EXPECT_ERRNO(uepoll_debug_live_counts(nullptr), EFAULT);
   long cap = uepoll_debug_fd_capacity();
@@ -179,8 +139,14 @@ TEST(BadInputDebugApi, debug_calls__reject_bad_arguments_and_change_nothing) {
   EXPECT_EQ(uepoll_close(e), 0);
   EXPECT_EQ(uepoll_is_uepoll_fd(-1), 0);
   EXPECT_EQ(uepoll_is_uepoll_fd(INT_MIN), 0);
-  EXPECT_EQ(uepoll_is_uepoll_fd(UEPOLL_FD_BASE - 1), 0);
-  EXPECT_NE(uepoll_is_uepoll_fd(UEPOLL_FD_BASE), 0);
+  EXPECT_EQ(uepoll_is_uepoll_fd(e), 0) << "closed";
+  EXPECT_EQ(uepoll_is_uepoll_fd(UEPOLL_FD_BASE), 0);
+  EXPECT_ERRNO(uepoll_set_fd_mode(2), EINVAL);
+  EXPECT_ERRNO(uepoll_set_fd_mode(-1), EINVAL);
+  // A descriptor was created: the other numbering cannot be chosen now.
+  EXPECT_ERRNO(uepoll_set_fd_mode(UEPOLL_FD_MODE_DISJOINT), EBUSY);
+  EXPECT_EQ(uepoll_set_fd_mode(UEPOLL_FD_MODE_KERNEL), 0);
+  EXPECT_EQ(uepoll_get_fd_mode(), UEPOLL_FD_MODE_KERNEL);
   ExpectNoUepollLeaks();
 }
 

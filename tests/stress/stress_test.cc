@@ -577,7 +577,7 @@ TEST_P(StressUepoll, CloseRacesWaitCtlAndWrites) {
                             << strerrorname_np(tally.last_errno());
   // Close every number that may still be open (slots can hold stale
   // numbers, so close by range), then the fixture checks for leaks.
-  for (int fd = UEPOLL_FD_BASE; fd < UEPOLL_FD_BASE + 256; ++fd) b->close(fd);
+  CloseAllUepollDescriptors();
   sigaction(SIGPIPE, &old_pipe, nullptr);
 }
 

@@ -40,29 +40,22 @@ const Backend kKernel = {
     // Just below RLIMIT_NOFILE's usual soft limit: never open in the tests.
     1000};
 
-const Backend kUepoll = {"uepoll",
-                         false,
-                         uepoll_epoll_create,
-                         uepoll_epoll_create1,
-                         uepoll_epoll_ctl,
-                         uepoll_epoll_wait,
-                         uepoll_epoll_pwait,
-                         uepoll_epoll_pwait2,
-                         uepoll_eventfd,
-                         uepoll_pipe,
-                         uepoll_pipe2,
-                         uepoll_socketpair,
-                         uepoll_shutdown,
-                         uepoll_read,
-                         uepoll_write,
-                         uepoll_close,
-                         uepoll_dup,
-                         uepoll_dup2,
-                         uepoll_dup3,
-                         UFcntl,
-                         uepoll_poll,
-                         uepoll_debug_set_fd_limit,
-                         UEPOLL_FD_BASE + 1000};
+// uepoll's descriptor limit: RLIMIT_NOFILE, as for the kernel, when its
+// numbers are the kernel's (the default); its own limit in the disjoint
+// mode.
+long USetLimit(long limit) {
+  if (uepoll_get_fd_mode() == UEPOLL_FD_MODE_KERNEL) return KSetLimit(limit);
+  return uepoll_debug_set_fd_limit(limit);
+}
+
+const Backend kUepoll = {
+    "uepoll", false, uepoll_epoll_create, uepoll_epoll_create1,
+    uepoll_epoll_ctl, uepoll_epoll_wait, uepoll_epoll_pwait,
+    uepoll_epoll_pwait2, uepoll_eventfd, uepoll_pipe, uepoll_pipe2,
+    uepoll_socketpair, uepoll_shutdown, uepoll_read, uepoll_write, uepoll_close,
+    uepoll_dup, uepoll_dup2, uepoll_dup3, UFcntl, uepoll_poll, USetLimit,
+    // As for the kernel: uepoll numbers are small.
+    1000};
 
 }  // namespace
 

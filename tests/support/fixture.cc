@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <uepoll/debug.h>
+#include <uepoll/uepoll.h>
 
 namespace uepoll_test {
 
@@ -13,6 +14,16 @@ void ExpectNoUepollLeaks() {
   EXPECT_EQ(c.files, 0) << "uepoll objects still alive";
   EXPECT_EQ(c.items, 0) << "epoll items still alive";
   EXPECT_EQ(c.instances, 0) << "epoll instances still alive";
+}
+
+int CloseAllUepollDescriptors() {
+  int n = 0;
+  for (int base : {0, UEPOLL_FD_BASE}) {
+    for (int fd = base; fd < base + 65536; ++fd) {
+      if (uepoll_is_uepoll_fd(fd) && uepoll_close(fd) == 0) ++n;
+    }
+  }
+  return n;
 }
 
 int BackendTest::Track(int fd) {

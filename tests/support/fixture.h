@@ -18,6 +18,11 @@ namespace uepoll_test {
 // Asserts that uepoll has no live objects, items, descriptors or instances.
 void ExpectNoUepollLeaks();
 
+// Closes every open uepoll descriptor (below 65536 and in the disjoint
+// range's first 65536 numbers); for stress tests whose slots may hold
+// stale numbers. Returns how many it closed.
+int CloseAllUepollDescriptors();
+
 class BackendTest : public ::testing::TestWithParam<const Backend*> {
  protected:
   const Backend& B() const { return *GetParam(); }

@@ -1,0 +1,66 @@
+#include "kernel/placeholder.h"
+
+#include <errno.h>
+#include <fcntl.h>
+
+#include "kernel/sys.h"
+
+namespace uepoll::impl {
+namespace {
+
+int OpenPlaceholder() {
+  int fd = sys::Open("/dev/null", O_PATH | O_CLOEXEC);
+  if (fd >= 0) return fd;
+  // A chroot or sandbox without /dev: the root always exists.
+  if (errno == ENOENT || errno == EACCES || errno == ENOTDIR) {
+    fd = sys::Open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) return fd;
+  }
+  return -errno;
+}
+
+}  // namespace
+
+int MakePlaceholder(int minfd) {
+  int saved = errno;
+  int fd = OpenPlaceholder();
+  // Unsigned, as F_DUPFD compares: a negative minfd is beyond any limit.
+  if (fd >= 0 && static_cast<unsigned>(fd) < static_cast<unsigned>(minfd)) {
+    // F_DUPFD's rule for the lowest number >= minfd.
+    int moved = sys::Fcntl(fd, F_DUPFD_CLOEXEC, static_cast<unsigned>(minfd));
+    int err = errno;
+    sys::Close(fd);
+    fd = moved >= 0 ? moved : -err;
+  }
+  errno = saved;
+  return fd;
+}
+
+int CopyPlaceholder(int oldfd, int minfd) {
+  int saved = errno;
+  int fd = sys::Fcntl(oldfd, F_DUPFD_CLOEXEC, static_cast<unsigned>(minfd));
+  if (fd < 0) fd = errno == EBADF ? MakePlaceholder(minfd) : -errno;
+  errno = saved;
+  return fd;
+}
+
+int CopyPlaceholderTo(int oldfd, int newfd) {
+  int saved = errno;
+  int r = 0;
+  if (sys::Dup3(oldfd, newfd, O_CLOEXEC) < 0) {
+    r = -errno;
+    if (r == -EBADF && sys::Fcntl(oldfd, F_GETFD, 0) < 0) {
+      // oldfd's kernel file is gone (not newfd's range): a fresh one.
+      int tmp = MakePlaceholder(0);
+      r = tmp;
+      if (tmp >= 0) {
+        r = sys::Dup3(tmp, newfd, O_CLOEXEC) < 0 ? -errno : 0;
+        sys::Close(tmp);
+      }
+    }
+  }
+  errno = saved;
+  return r;
+}
+
+}  // namespace uepoll::impl

@@ -1,0 +1,55 @@
+// sys: every call uepoll makes to the kernel on a descriptor it does not
+// own the state of (a kernel descriptor passed to a uepoll_* call, a
+// placeholder, an instance's kernel epoll) goes through here, so that the
+// one place that decides how libc is reached is this file (an interposing
+// build must reach the next definition of each name, not its own).
+//
+// Each function behaves exactly as its libc namesake: -1 and errno on
+// failure, errno untouched on success.
+#ifndef UEPOLL_SRC_KERNEL_SYS_H_
+#define UEPOLL_SRC_KERNEL_SYS_H_
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace uepoll::impl::sys {
+
+inline ssize_t Read(int fd, void* buf, size_t n) { return ::read(fd, buf, n); }
+inline ssize_t Write(int fd, const void* buf, size_t n) {
+  return ::write(fd, buf, n);
+}
+inline int Close(int fd) { return ::close(fd); }
+inline int Dup(int fd) { return ::dup(fd); }
+inline int Dup3(int oldfd, int newfd, int flags) {
+  return ::dup3(oldfd, newfd, flags);
+}
+inline int Dup2(int oldfd, int newfd) { return ::dup2(oldfd, newfd); }
+inline int Fcntl(int fd, int cmd, unsigned long arg) {
+  return ::fcntl(fd, cmd, arg);
+}
+inline int Shutdown(int fd, int how) { return ::shutdown(fd, how); }
+inline int Open(const char* path, int flags) { return ::open(path, flags); }
+inline int EpollCreate1(int flags) { return ::epoll_create1(flags); }
+inline int EpollCtl(int epfd, int op, int fd, epoll_event* ev) {
+  return ::epoll_ctl(epfd, op, fd, ev);
+}
+inline int EpollPwait2(int epfd, epoll_event* evs, int maxevents,
+                       const timespec* timeout, const sigset_t* mask) {
+  return ::epoll_pwait2(epfd, evs, maxevents, timeout, mask);
+}
+inline int EpollPwait(int epfd, epoll_event* evs, int maxevents, int timeout,
+                      const sigset_t* mask) {
+  return ::epoll_pwait(epfd, evs, maxevents, timeout, mask);
+}
+inline int Ppoll(pollfd* fds, nfds_t n, const timespec* timeout,
+                 const sigset_t* mask) {
+  return ::ppoll(fds, n, timeout, mask);
+}
+
+}  // namespace uepoll::impl::sys
+
+#endif  // UEPOLL_SRC_KERNEL_SYS_H_
