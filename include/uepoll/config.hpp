@@ -7,7 +7,7 @@
 // CMake targets ask for C++20 themselves (cxx_std_20); pkg-config users
 // pass -std=c++20.
 #if !defined(__cplusplus) || __cplusplus < 202002L
-#error "uepoll's C++ API needs C++20 (-std=c++20); C code includes <uepoll/uepoll.h>"
+#error "uepoll's C++ API needs C++20 (-std=c++20); C uses <uepoll/uepoll.h>"
 #endif
 
 // The library is built with -fvisibility=hidden; the C++ classes and
