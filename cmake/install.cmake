@@ -59,5 +59,6 @@ install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/README.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 # The documents the manual pages point to.
 install(FILES ${PROJECT_SOURCE_DIR}/docs/semantics.md
+              ${PROJECT_SOURCE_DIR}/docs/contract.md
               ${PROJECT_SOURCE_DIR}/docs/cxx_api.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT development)

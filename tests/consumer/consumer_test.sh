@@ -135,7 +135,7 @@ do_install() {
     grep -qx '\.so man3/uepoll\.3' "$man3/$page.3" 2>/dev/null ||
       fail "man3/$page.3 is not a link to uepoll.3"
   done
-  for f in semantics.md cxx_api.md; do
+  for f in semantics.md contract.md cxx_api.md; do
     [[ -f $prefix/share/doc/uepoll/$f ]] || fail "share/doc/uepoll/$f missing"
   done
   echo "installed tree in $prefix:"
