@@ -56,7 +56,7 @@ quiet() {
     cat "$log" >&2
     if [[ -n ${SANITIZE_LDFLAGS:-} ]] &&
        grep -q 'undefined reference to `__[a-z]*san_' "$log" &&
-       ! grep 'undefined reference' "$log" | grep -qv '`__[a-z]*san_'; then
+       ! grep -qv '`__[a-z]*san_' <<<"$(grep 'undefined reference' "$log")"; then
       rm -f "$log"
       echo "SKIP: the sanitizer runtime does not link into this consumer" >&2
       exit 77
@@ -202,11 +202,11 @@ do_pkg_config() {
   # shellcheck disable=SC2086
   quiet "$CC" "${c_flags[@]}" $cflags "$project/consumer.c" \
     -o "$work/consumer_pc_shared" "${san_ldflags[@]}" $libs
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2046,SC2086
   quiet "$CC" "${c_flags[@]}" $(pkg-config --cflags uepoll-static) \
     "$project/consumer.c" -o "$work/consumer_pc_static" "${san_ldflags[@]}" \
     $archive_libs
-  if ldd "$work/consumer_pc_static" | grep -q libuepoll; then
+  if grep -q libuepoll <<<"$(ldd "$work/consumer_pc_static")"; then
     fail "consumer_pc_static links libuepoll.so"
   fi
   local programs=("$work/consumer_pc_rpath" "$work/consumer_pc_static")
@@ -260,7 +260,9 @@ do_exports() {
   done
   # Every function the public C headers declare is defined and exported.
   while read -r want; do
-    if ! printf '%s\n' "${syms[@]}" | grep -qx "$want"; then
+    # A here-string, not a pipe: grep -q exits at the first match, and the
+    # writer's SIGPIPE would fail the pipeline under pipefail.
+    if ! grep -qx -- "$want" <<<"$(printf '%s\n' "${syms[@]}")"; then
       echo "not exported: $want" >&2
       missing=1
     fi
@@ -280,12 +282,12 @@ do_man_pages() {
   ((${#calls[@]} > 0)) || fail "no calls found in $header"
   mapfile -t renamed < <(renamed_calls "$index")
   mapfile -t own < <(own_calls "$index")
-  mapfile -t pages < <(cd "$dir" && ls -- *.3 | sed 's/\.3$//' |
-                       grep -vx uepoll)
-  in_list() {
+  mapfile -t pages < <(find "$dir" -maxdepth 1 -name '*.3' -printf '%f\n' |
+                       sed 's/\.3$//' | grep -vx uepoll | sort)
+  in_list() {  # a here-string for the reason given in do_exports
     local x=$1
     shift
-    printf '%s\n' "$@" | grep -qx -- "$x"
+    grep -qx -- "$x" <<<"$(printf '%s\n' "$@")"
   }
   for call in "${calls[@]}"; do
     if in_list "$call" "${renamed[@]}"; then
@@ -326,7 +328,7 @@ do_man_pages() {
     fi
   done
   rm -f "$log"
-  ((bad == 0)) || fail "manual pages and $(basename "$header") disagree"
+  ((bad == 0)) || fail "manual pages: see above"
   echo "man pages: ${#calls[@]} calls, ${#renamed[@]} renamed (uepoll.3)," \
        "${#own[@]} uepoll's own, ${#pages[@]} pages; all render cleanly"
 }

@@ -28,10 +28,13 @@ fail() {
 step() { printf -- '-- %s\n' "$*"; }
 
 ((EUID == 0)) || fail "run as root: the test installs a package"
-command -v apt-get >/dev/null && command -v dpkg >/dev/null ||
+if ! command -v apt-get >/dev/null || ! command -v dpkg >/dev/null; then
   fail "not a Debian system"
+fi
 
-installed() { dpkg-query -W -f='${Status}' uepoll 2>/dev/null | grep -q 'ok installed'; }
+installed() {
+  [[ $(dpkg-query -W -f='${Status}' uepoll 2>/dev/null) == *"ok installed" ]]
+}
 if installed; then
   # A run that was killed before its cleanup leaves our package behind.
   [[ $(dpkg-query -W -f='${Maintainer}' uepoll) == "$maintainer_of_ours" ]] ||
