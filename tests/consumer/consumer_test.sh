@@ -21,10 +21,11 @@
 #       check that the shared library exports exactly the public API: every
 #       function the C headers declare, and only uepoll_* / namespace uepoll
 #       (src/uepoll.map).
-#   consumer_test.sh man_pages    MAN_DIR HEADER
-#       check the pages in MAN_DIR against the calls HEADER declares (every
-#       call has a page or an entry in uepoll.3, every page a call) and
-#       render each with groff, warnings being failures.
+#   consumer_test.sh man_pages    MAN_DIR INCLUDE_DIR
+#       check the pages in MAN_DIR against the calls the public C headers in
+#       INCLUDE_DIR declare, debug.h aside (every call has a page or an
+#       entry in uepoll.3, every page a call), and render each with groff,
+#       warnings being failures.
 #
 # Environment (set by CTest; defaults for a system install): CMAKE,
 # CMAKE_GENERATOR, CC, CXX, and SANITIZE_CFLAGS / SANITIZE_LDFLAGS, the
@@ -275,10 +276,14 @@ do_exports() {
 }
 
 do_man_pages() {
-  local dir=$1 header=$2 index=$1/uepoll.3 call page target bad=0
-  local -a calls renamed own pages
-  mapfile -t calls < <(grep -ho 'UEPOLL_API[^(]*\buepoll_[a-z0-9_]*(' "$header" |
-                       grep -o 'uepoll_[a-z0-9_]*' | sort -u)
+  local dir=$1 index=$1/uepoll.3 call page target bad=0 header
+  local -a calls renamed own pages headers
+  # Every public C header but debug.h (test hooks, documented in place).
+  mapfile -t headers < <(find "$2" -maxdepth 1 -name '*.h' ! -name debug.h |
+                         sort)
+  header="the headers (${headers[*]##*/})"
+  mapfile -t calls < <(grep -ho 'UEPOLL_API[^(]*\buepoll_[a-z0-9_]*(' \
+                         "${headers[@]}" | grep -o 'uepoll_[a-z0-9_]*' | sort -u)
   ((${#calls[@]} > 0)) || fail "no calls found in $header"
   mapfile -t renamed < <(renamed_calls "$index")
   mapfile -t own < <(own_calls "$index")
@@ -297,14 +302,14 @@ do_man_pages() {
       [[ -f $dir/$call.3 ]] ||
         { echo "$call is listed in uepoll.3 but has no page $call.3" >&2; bad=1; }
     else
-      echo "$call (in $(basename "$header")) is in neither list of uepoll.3:" \
+      echo "$call is in neither list of uepoll.3:" \
            "add a RENAMED CALLS entry, or a page and an OWN CALLS line" >&2
       bad=1
     fi
   done
   for call in "${renamed[@]}" "${own[@]}"; do
     in_list "$call" "${calls[@]}" ||
-      { echo "uepoll.3 lists $call, which $(basename "$header") does not declare" >&2; bad=1; }
+      { echo "uepoll.3 lists $call, which $header do not declare" >&2; bad=1; }
   done
   for page in "${pages[@]}"; do
     in_list "$page" "${own[@]}" ||
