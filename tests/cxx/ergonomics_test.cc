@@ -407,12 +407,14 @@ TEST_F(CxxEventData, AHandlerTravelsWithItsRegistration) {
   Instance ep = Instance::create();
   auto [r, w] = Pipe::create(O_NONBLOCK);
   std::string received;
-  std::function<void(std::uint32_t)> on_readable = [&](std::uint32_t) {
-    std::array<char, 16> buf{};
-    for (Result<std::size_t> n = 0; (n = r.try_read(buf)) && *n > 0;) {
-      received.append(buf.data(), *n);
-    }
-  };
+  // (An init-capture: Clang 14 cannot capture a structured binding.)
+  std::function<void(std::uint32_t)> on_readable =
+      [&received, &reader = r](std::uint32_t) {
+        std::array<char, 16> buf{};
+        for (Result<std::size_t> n = 0; (n = reader.try_read(buf)) && *n > 0;) {
+          received.append(buf.data(), *n);
+        }
+      };
   ep.add(r, EPOLLIN | EPOLLET, &on_readable);
   w.write("event");
   std::array<epoll_event, 2> buf{};
