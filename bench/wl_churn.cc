@@ -1,6 +1,7 @@
-// churn (seed 001): every thread repeatedly creates a source, ADDs it to one
-// shared instance, signals it, harvests with a non-blocking wait and closes it
-// without DEL, so the close has to unhook the registration (the kernel's
+// churn (reference-counted instances, so that closing a watched file never
+// takes a global lock): every thread repeatedly creates a source, ADDs it to
+// one shared instance, signals it, harvests with a non-blocking wait and closes
+// it without DEL, so the close has to unhook the registration (the kernel's
 // eventpoll_release_file path). One op is one such cycle.
 #include <errno.h>
 #include <sys/eventfd.h>

@@ -1,5 +1,5 @@
-// minwait (seed 004): a producer signals events at a fixed rate; a consumer
-// harvests them three ways:
+// minwait (min_wait batching, one wakeup per batch): a producer signals events
+// at a fixed rate; a consumer harvests them three ways:
 //   plain     epoll_wait(timeout -1): wakes for (nearly) every event;
 //   sleep     the production hack: sleep sleep_us, then epoll_wait, so
 //             events pile up between wakeups;

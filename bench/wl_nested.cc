@@ -1,6 +1,7 @@
-// nested (seeds 000, 002): the sources live in the innermost of D stacked
-// instances and every thread blocks on the outermost, so each event has to
-// travel up the whole chain before anyone wakes:
+// nested (nested epoll must not take a global lock on its poll path; loops
+// and depth are excluded at ADD instead): the sources live in the innermost of
+// D stacked instances and every thread blocks on the outermost, so each event
+// has to travel up the whole chain before anyone wakes:
 //
 //   t t t ... (epoll_wait on e1, blocking)
 //   e1 <-(lt)- e2 <-(lt)- ... <-(lt)- eD <- s s s ... (eventfds)

@@ -1,5 +1,6 @@
-# Install rules: headers, both libraries, a CMake package and a pkg-config
-# file. Programs (uepoll-bench) add their own install(TARGETS) next to their
+# Install rules: headers, both libraries, a CMake package, pkg-config files
+# and the documents the manual pages cite. man/ installs the pages, and
+# programs (uepoll-bench) add their own install(TARGETS) next to their
 # definition. Included from the top-level CMakeLists.txt after src/.
 include(CMakePackageConfigHelpers)
 
@@ -41,27 +42,23 @@ install(FILES ${PROJECT_BINARY_DIR}/uepollConfig.cmake
               ${PROJECT_BINARY_DIR}/uepollConfigVersion.cmake
   DESTINATION ${UEPOLL_CMAKE_DIR} COMPONENT development)
 
-# uepoll.pc locates the prefix relative to itself (${pcfiledir}), because
-# `cmake --install --prefix` picks the prefix after configure_file has run.
-# An absolute libdir cannot move, and then the prefix is written as is.
-if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
-  set(UEPOLL_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
-else()
-  file(RELATIVE_PATH _uepoll_up /r/${CMAKE_INSTALL_LIBDIR}/pkgconfig /r)
-  string(REGEX REPLACE "/$" "" _uepoll_up "${_uepoll_up}")
-  set(UEPOLL_PC_PREFIX "\${pcfiledir}/${_uepoll_up}")
-endif()
-foreach(_dir IN ITEMS LIBDIR INCLUDEDIR)
-  if(IS_ABSOLUTE "${CMAKE_INSTALL_${_dir}}")
-    set(UEPOLL_PC_${_dir} "${CMAKE_INSTALL_${_dir}}")
-  else()
-    set(UEPOLL_PC_${_dir} "\${prefix}/${CMAKE_INSTALL_${_dir}}")
-  endif()
-endforeach()
-configure_file(${CMAKE_CURRENT_LIST_DIR}/uepoll.pc.in
-               ${PROJECT_BINARY_DIR}/uepoll.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/uepoll.pc
-  DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT development)
+# pkg-config: uepoll.pc (the shared library; Libs.private for a static
+# link) and uepoll-static.pc (the archive), written at install time by
+# write_pkgconfig.cmake, when the prefix is known.
+install(CODE "
+  set(UEPOLL_PC_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
+  set(UEPOLL_PC_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
+  set(UEPOLL_PC_VERSION \"${PROJECT_VERSION}\")
+  set(UEPOLL_PC_DESCRIPTION \"${PROJECT_DESCRIPTION}\")
+  set(UEPOLL_PC_TEMPLATES \"${CMAKE_CURRENT_LIST_DIR}\")
+  set(UEPOLL_PC_WORK \"${PROJECT_BINARY_DIR}/pkgconfig\")
+  include(\"${CMAKE_CURRENT_LIST_DIR}/write_pkgconfig.cmake\")
+  " COMPONENT development)
 
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/README.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
+# The documents the manual pages point to.
+install(FILES ${PROJECT_SOURCE_DIR}/docs/semantics.md
+              ${PROJECT_SOURCE_DIR}/docs/contract.md
+              ${PROJECT_SOURCE_DIR}/docs/cxx_api.md
+  DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT development)

@@ -1,6 +1,7 @@
 // uepoll::EventFd: an eventfd counter (uepoll_eventfd).
 //
-// Both error forms and the thread-safety rules are as described in fd.hpp.
+// Both error forms and the thread-safety rules are as described in fd.hpp;
+// the try_ forms return a Result (result.hpp).
 #ifndef UEPOLL_EVENT_FD_HPP_
 #define UEPOLL_EVENT_FD_HPP_
 
@@ -12,6 +13,7 @@
 
 #include <uepoll/config.hpp>
 #include <uepoll/fd.hpp>
+#include <uepoll/result.hpp>
 
 namespace uepoll {
 
@@ -35,14 +37,30 @@ class UEPOLL_CXX_API EventFd {
 
   // Takes the counter (or 1 of it with EFD_SEMAPHORE). A zero counter
   // blocks, or fails EAGAIN with EFD_NONBLOCK. The error_code form returns
-  // 0 on error.
-  [[nodiscard]] std::uint64_t read();
-  [[nodiscard]] std::uint64_t read(std::error_code& ec) noexcept;
+  // 0 on error. Not [[nodiscard]]: reading only to reset the counter (a
+  // wakeup eventfd) is a normal use.
+  std::uint64_t read();
+  std::uint64_t read(std::error_code& ec) noexcept;
+  // The counter, or the error: would_block() when it is 0 and the eventfd
+  // is nonblocking (result.hpp).
+  Result<std::uint64_t> try_read() noexcept {
+    std::error_code ec;
+    std::uint64_t v = read(ec);
+    if (ec) return ec;
+    return v;
+  }
 
   // Adds value to the counter. Overflow past 2^64 - 2 blocks, or fails
   // EAGAIN with EFD_NONBLOCK; value 2^64 - 1 fails EINVAL.
   void write(std::uint64_t value);
   void write(std::uint64_t value, std::error_code& ec) noexcept;
+  // would_block() when the counter would overflow and the eventfd is
+  // nonblocking.
+  Result<void> try_write(std::uint64_t value) noexcept {
+    std::error_code ec;
+    write(value, ec);
+    return ec;
+  }
 
  private:
   Fd fd_;

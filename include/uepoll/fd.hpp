@@ -4,7 +4,9 @@
 // first throws std::system_error; the second takes a std::error_code&,
 // is noexcept, clears the code on success and sets it on failure. Codes are
 // errno values in std::generic_category(), so they compare equal to
-// std::errc constants.
+// std::errc constants. Reads and writes have a third form, try_read and
+// try_write, that returns the count or the error as a Result (result.hpp),
+// for nonblocking loops where EAGAIN is the normal end.
 //
 // Thread safety: like std::unique_ptr. Calls that only use the descriptor
 // (get, dup, and the operations of the types built on Fd) may run
@@ -21,7 +23,8 @@
 namespace uepoll {
 
 // Anything that exposes a descriptor number: Fd and the handles built on it
-// (Instance, EventFd, Socket). Instance::add and friends accept these.
+// (Instance, EventFd, PipeReader, PipeWriter, Socket). Instance::add and
+// friends accept these.
 template <class T>
 concept FdHandle = requires(const T& t) {
   { t.get() }

@@ -11,20 +11,45 @@
 
 #include <chrono>
 #include <cstdint>
+#include <ratio>
 #include <span>
 #include <system_error>
 #include <utility>
 
 #include <uepoll/config.hpp>
+#include <uepoll/event_data.hpp>
 #include <uepoll/fd.hpp>
 #include <uepoll/uepoll.h>
 
 namespace uepoll {
+namespace detail {
+
+// A wait's timeout as whole nanoseconds (epoll_pwait2's resolution),
+// rounded up so that a wait never ends before the time asked for: 1.5 ns
+// waits 2 ns, one picosecond waits 1 ns. Negative (or NaN) means no limit
+// and gives -1 ns; a timeout beyond nanoseconds::max() (292 years) is cut
+// to it. The kernel keeps the nanoseconds of a timespec as they are, so
+// rounding at the conversion is all there is to do.
+template <class Rep, class Period>
+constexpr std::chrono::nanoseconds CeilToNanoseconds(
+    std::chrono::duration<Rep, Period> d) noexcept {
+  using std::chrono::nanoseconds;
+  if (!(d >= d.zero())) return nanoseconds(-1);  // negative, or NaN
+  // Compared in long double, which cannot overflow: a coarse duration
+  // (hours::max()) would overflow nanoseconds' int64 on the way.
+  const std::chrono::duration<long double, std::nano> as_ns = d;
+  if (as_ns >= std::chrono::duration<long double, std::nano>(
+                   static_cast<long double>(nanoseconds::max().count()))) {
+    return nanoseconds::max();
+  }
+  return std::chrono::ceil<nanoseconds>(d);
+}
+
+}  // namespace detail
 
 class UEPOLL_CXX_API Instance {
  public:
   // Any negative timeout waits without limit, as epoll_wait's -1 does.
-  // Timeouts above INT_MAX milliseconds (24.8 days) are cut to INT_MAX.
   static constexpr std::chrono::milliseconds kForever{-1};
 
   Instance() noexcept = default;
@@ -42,32 +67,33 @@ class UEPOLL_CXX_API Instance {
   void close() { fd_.close(); }
   void close(std::error_code& ec) noexcept { fd_.close(ec); }
 
-  // EPOLL_CTL_ADD / _MOD / _DEL. data is returned in epoll_event::data.u64
-  // (store a pointer with reinterpret_cast<std::uintptr_t>).
-  void add(int fd, std::uint32_t events, std::uint64_t data = 0);
-  void add(int fd, std::uint32_t events, std::uint64_t data,
+  // EPOLL_CTL_ADD / _MOD / _DEL. data comes back in epoll_event::data: an
+  // integer (data.u64), an epoll_data_t, or a pointer to an object that
+  // uepoll::event_ptr<T> reads back (event_data.hpp).
+  void add(int fd, std::uint32_t events, EventData data = {});
+  void add(int fd, std::uint32_t events, EventData data,
            std::error_code& ec) noexcept;
-  void modify(int fd, std::uint32_t events, std::uint64_t data = 0);
-  void modify(int fd, std::uint32_t events, std::uint64_t data,
+  void modify(int fd, std::uint32_t events, EventData data = {});
+  void modify(int fd, std::uint32_t events, EventData data,
               std::error_code& ec) noexcept;
   void remove(int fd);
   void remove(int fd, std::error_code& ec) noexcept;
 
   template <FdHandle H>
-  void add(const H& h, std::uint32_t events, std::uint64_t data = 0) {
+  void add(const H& h, std::uint32_t events, EventData data = {}) {
     add(h.get(), events, data);
   }
   template <FdHandle H>
-  void add(const H& h, std::uint32_t events, std::uint64_t data,
+  void add(const H& h, std::uint32_t events, EventData data,
            std::error_code& ec) noexcept {
     add(h.get(), events, data, ec);
   }
   template <FdHandle H>
-  void modify(const H& h, std::uint32_t events, std::uint64_t data = 0) {
+  void modify(const H& h, std::uint32_t events, EventData data = {}) {
     modify(h.get(), events, data);
   }
   template <FdHandle H>
-  void modify(const H& h, std::uint32_t events, std::uint64_t data,
+  void modify(const H& h, std::uint32_t events, EventData data,
               std::error_code& ec) noexcept {
     modify(h.get(), events, data, ec);
   }
@@ -84,22 +110,45 @@ class UEPOLL_CXX_API Instance {
   // timeout, and in the error_code form on error). An empty span fails
   // EINVAL, as maxevents 0 does. A signal that interrupts the wait is an
   // error (EINTR) like any other: the caller decides whether to retry.
-  [[nodiscard]] std::span<epoll_event> wait(
+  //
+  // The timeout is any std::chrono::duration (500us, 1.5s as
+  // duration<double>, ...), rounded up to whole nanoseconds
+  // (detail::CeilToNanoseconds) and waited with epoll_pwait2's resolution.
+  // Any negative value, such as kForever (the default), waits without
+  // limit.
+  //
+  // Not [[nodiscard]]: a thread that waits only to be woken (the events
+  // are handled elsewhere, or it just drains a wakeup eventfd) has no use
+  // for the span.
+  template <class Rep = std::chrono::milliseconds::rep,
+            class Period = std::chrono::milliseconds::period>
+  std::span<epoll_event> wait(
       std::span<epoll_event> events,
-      std::chrono::milliseconds timeout = kForever);
-  [[nodiscard]] std::span<epoll_event> wait(std::span<epoll_event> events,
-                                            std::chrono::milliseconds timeout,
-                                            std::error_code& ec) noexcept;
+      std::chrono::duration<Rep, Period> timeout = kForever) {
+    return wait_for(events, detail::CeilToNanoseconds(timeout), nullptr);
+  }
+  template <class Rep, class Period>
+  std::span<epoll_event> wait(std::span<epoll_event> events,
+                              std::chrono::duration<Rep, Period> timeout,
+                              std::error_code& ec) noexcept {
+    return wait_for(events, detail::CeilToNanoseconds(timeout), nullptr, ec);
+  }
 
   // wait with the thread's signal mask replaced by sigmask for its duration
   // (epoll_pwait).
-  [[nodiscard]] std::span<epoll_event> pwait(std::span<epoll_event> events,
-                                             std::chrono::milliseconds timeout,
-                                             const sigset_t& sigmask);
-  [[nodiscard]] std::span<epoll_event> pwait(std::span<epoll_event> events,
-                                             std::chrono::milliseconds timeout,
-                                             const sigset_t& sigmask,
-                                             std::error_code& ec) noexcept;
+  template <class Rep, class Period>
+  std::span<epoll_event> pwait(std::span<epoll_event> events,
+                               std::chrono::duration<Rep, Period> timeout,
+                               const sigset_t& sigmask) {
+    return wait_for(events, detail::CeilToNanoseconds(timeout), &sigmask);
+  }
+  template <class Rep, class Period>
+  std::span<epoll_event> pwait(std::span<epoll_event> events,
+                               std::chrono::duration<Rep, Period> timeout,
+                               const sigset_t& sigmask,
+                               std::error_code& ec) noexcept {
+    return wait_for(events, detail::CeilToNanoseconds(timeout), &sigmask, ec);
+  }
 
   // min_wait batching (uepoll_epoll_pwait3): wait up to min_wait for
   // events.size() events; at min_wait return what is ready, if anything;
@@ -110,20 +159,31 @@ class UEPOLL_CXX_API Instance {
     std::chrono::nanoseconds min_wait{0};  // 0: none
     const sigset_t* sigmask = nullptr;     // null: keep the thread's mask
   };
-  [[nodiscard]] std::span<epoll_event> wait(std::span<epoll_event> events,
-                                            const WaitOptions& options);
-  [[nodiscard]] std::span<epoll_event> wait(std::span<epoll_event> events,
-                                            const WaitOptions& options,
-                                            std::error_code& ec) noexcept;
+  std::span<epoll_event> wait(std::span<epoll_event> events,
+                              const WaitOptions& options);
+  std::span<epoll_event> wait(std::span<epoll_event> events,
+                              const WaitOptions& options,
+                              std::error_code& ec) noexcept;
 
   // Per-instance parameters (uepoll_epoll_set_params / get_params, the
   // kernel's EPIOCSPARAMS / EPIOCGPARAMS plus a default min_wait).
+  // params() only reads, so dropping its result is always a mistake.
   void set_params(const uepoll_params& params);
   void set_params(const uepoll_params& params, std::error_code& ec) noexcept;
   [[nodiscard]] uepoll_params params() const;
   [[nodiscard]] uepoll_params params(std::error_code& ec) const noexcept;
 
  private:
+  // uepoll_epoll_pwait2 with timeout (negative: NULL, no limit) and
+  // sigmask (null: keep the thread's).
+  std::span<epoll_event> wait_for(std::span<epoll_event> events,
+                                  std::chrono::nanoseconds timeout,
+                                  const sigset_t* sigmask);
+  std::span<epoll_event> wait_for(std::span<epoll_event> events,
+                                  std::chrono::nanoseconds timeout,
+                                  const sigset_t* sigmask,
+                                  std::error_code& ec) noexcept;
+
   Fd fd_;
 };
 

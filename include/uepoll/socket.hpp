@@ -1,22 +1,24 @@
-// uepoll::Socket: one end of a uepoll socket pair.
+// uepoll::Socket: one end of a uepoll socket pair. It reads and writes by
+// itself (read, write, try_read, try_write: byte_io.hpp) and can shut
+// either direction down.
 //
-// Both error forms and the thread-safety rules are as described in fd.hpp.
+// Errors and thread safety: fd.hpp.
 #ifndef UEPOLL_SOCKET_HPP_
 #define UEPOLL_SOCKET_HPP_
 
 #include <sys/socket.h>
 
-#include <cstddef>
-#include <span>
 #include <system_error>
 #include <utility>
 
+#include <uepoll/byte_io.hpp>
 #include <uepoll/config.hpp>
 #include <uepoll/fd.hpp>
 
 namespace uepoll {
 
-class UEPOLL_CXX_API Socket {
+class UEPOLL_CXX_API Socket : public detail::ReadOps<Socket>,
+                              public detail::WriteOps<Socket> {
  public:
   Socket() noexcept = default;
   // Adopts a descriptor that refers to a uepoll socket.
@@ -29,18 +31,9 @@ class UEPOLL_CXX_API Socket {
   void close() { fd_.close(); }
   void close(std::error_code& ec) noexcept { fd_.close(ec); }
 
-  // Returns the bytes read, 0 once the peer has shut down writing or closed.
-  // No data blocks, or fails EAGAIN when nonblocking. The error_code form
-  // returns 0 on error.
-  [[nodiscard]] std::size_t read(std::span<std::byte> buf);
-  [[nodiscard]] std::size_t read(std::span<std::byte> buf,
-                                 std::error_code& ec) noexcept;
-
-  // Returns the bytes written, which may be fewer than buf.size() when
-  // nonblocking. The error_code form returns 0 on error.
-  std::size_t write(std::span<const std::byte> buf);
-  std::size_t write(std::span<const std::byte> buf,
-                    std::error_code& ec) noexcept;
+  // read returns 0 once the peer has shut down writing or closed; write to
+  // a peer that has shut down reading or closed fails EPIPE (and raises
+  // SIGPIPE), as in Linux.
 
   // how: SHUT_RD, SHUT_WR or SHUT_RDWR.
   void shutdown(int how);

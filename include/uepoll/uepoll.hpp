@@ -3,11 +3,14 @@
 #ifndef UEPOLL_UEPOLL_HPP_
 #define UEPOLL_UEPOLL_HPP_
 
+#include <uepoll/byte_io.hpp>
 #include <uepoll/config.hpp>
+#include <uepoll/event_data.hpp>
 #include <uepoll/event_fd.hpp>
 #include <uepoll/fd.hpp>
 #include <uepoll/instance.hpp>
 #include <uepoll/pipe.hpp>
+#include <uepoll/result.hpp>
 #include <uepoll/socket.hpp>
 #include <uepoll/socket_pair.hpp>
 

@@ -216,13 +216,13 @@ void FdTable::WaitForUsers(long idx, std::atomic<uint64_t>* s, uint64_t w) {
   }
 }
 
-void FdTable::Evict(long idx, std::atomic<uint64_t>* s, uint64_t w) {
+File* FdTable::Evict(long idx, std::atomic<uint64_t>* s, uint64_t w) {
   // The orphan's number was closed in the kernel behind uepoll's back:
-  // finish the close the kernel already did (docs/semantics.md).
+  // finish the close the kernel already did (docs/semantics.md D16).
   WaitForUsers(idx, s, w | kSharedBit);  // its owner is unknown: scan all
   FileOf(w)->NumberRemoved(FdOf(idx));
   Live::Dec(Live::descriptors);
-  FileOf(w)->Unref();
+  return FileOf(w);  // the caller drops the slot's reference, not busy
 }
 
 void FdTable::Publish(long idx, File* f, bool cloexec) {
@@ -230,6 +230,7 @@ void FdTable::Publish(long idx, File* f, bool cloexec) {
   long i = idx & (kChunkSize - 1);
   std::atomic<uint64_t>* s = &c->slots[i];
   BorrowRecord* me = MyBorrowRecord();
+  File* orphan = nullptr;
   uint64_t w = s->load(std::memory_order_acquire);
   for (int spins = 0;; ++spins) {
     if (w & kBusyBit) {
@@ -247,7 +248,7 @@ void FdTable::Publish(long idx, File* f, bool cloexec) {
                                     std::memory_order_relaxed)) {
         continue;
       }
-      Evict(idx, s, w);
+      orphan = Evict(idx, s, w);
       w = s->load(std::memory_order_relaxed);
     }
     c->owners[i].store(me, std::memory_order_relaxed);
@@ -259,6 +260,7 @@ void FdTable::Publish(long idx, File* f, bool cloexec) {
     if (s->compare_exchange_weak(w, (w & kCountMask) | Word(f, cloexec),
                                  std::memory_order_seq_cst,
                                  std::memory_order_relaxed)) {
+      if (orphan) orphan->Unref();
       return;
     }
   }
@@ -524,8 +526,9 @@ void FdTable::ForgetOrphan(int fd) {
     if (s->compare_exchange_weak(w, (w & kCountMask) | kBusyBit,
                                  std::memory_order_seq_cst,
                                  std::memory_order_relaxed)) {
-      Evict(fd, s, w);
+      File* orphan = Evict(fd, s, w);
       s->fetch_and(~kBusyBit, std::memory_order_release);
+      orphan->Unref();
       return;
     }
   }

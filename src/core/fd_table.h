@@ -202,7 +202,9 @@ class FdTable {
   // Publishes the word of a newly installed file at idx, owned by the
   // calling thread; evicts an orphan found there (kKernel).
   void Publish(long idx, File* f, bool cloexec);
-  void Evict(long idx, std::atomic<uint64_t>* s, uint64_t w);
+  // Returns the orphan, whose reference the caller drops once the busy
+  // bit is released.
+  File* Evict(long idx, std::atomic<uint64_t>* s, uint64_t w);
   // kDisjoint allocation (lowest free >= min_idx): the index, -1 when full,
   // -2 out of memory.
   long Reserve(long min_idx);

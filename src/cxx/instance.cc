@@ -14,32 +14,21 @@ namespace {
 // span is not an error here; it is just not filled past this.
 constexpr std::size_t kMaxEvents = INT_MAX / sizeof(epoll_event);
 
-int ToTimeoutMs(std::chrono::milliseconds timeout) noexcept {
-  if (timeout.count() < 0) return -1;
-  if (timeout.count() > INT_MAX) return INT_MAX;
-  return static_cast<int>(timeout.count());
-}
-
-void Ctl(int epfd, int op, int fd, std::uint32_t events, std::uint64_t data,
+void Ctl(int epfd, int op, int fd, std::uint32_t events, EventData data,
          std::error_code& ec) noexcept {
   epoll_event ev{};
   ev.events = events;
-  ev.data.u64 = data;
+  ev.data = data.raw();
   detail::Check(uepoll_epoll_ctl(epfd, op, fd, &ev), ec);
 }
 
-// sigmask null: epoll_wait; otherwise epoll_pwait.
-std::span<epoll_event> Wait(int epfd, std::span<epoll_event> events,
-                            std::chrono::milliseconds timeout,
-                            const sigset_t* sigmask,
-                            std::error_code& ec) noexcept {
-  int max = static_cast<int>(std::min(events.size(), kMaxEvents));
-  int ms = ToTimeoutMs(timeout);
-  int n = sigmask == nullptr
-              ? uepoll_epoll_wait(epfd, events.data(), max, ms)
-              : uepoll_epoll_pwait(epfd, events.data(), max, ms, sigmask);
-  if (detail::Check(n, ec) < 0) return {};
-  return events.first(static_cast<std::size_t>(n));
+// A timeout for epoll_pwait2: null for none (negative). The count fits:
+// nanoseconds::max() is 292 years, well within time_t.
+const timespec* ToTimespec(std::chrono::nanoseconds timeout, timespec& ts) {
+  if (timeout.count() < 0) return nullptr;
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000000);
+  ts.tv_nsec = static_cast<long>(timeout.count() % 1000000000);
+  return &ts;
 }
 
 }  // namespace
@@ -54,22 +43,22 @@ Instance Instance::create(int flags, std::error_code& ec) noexcept {
   return Instance(Fd(detail::Check(uepoll_epoll_create1(flags), ec)));
 }
 
-void Instance::add(int fd, std::uint32_t events, std::uint64_t data) {
+void Instance::add(int fd, std::uint32_t events, EventData data) {
   detail::OrThrow("uepoll_epoll_ctl(EPOLL_CTL_ADD)",
                   [&](std::error_code& ec) { add(fd, events, data, ec); });
 }
 
-void Instance::add(int fd, std::uint32_t events, std::uint64_t data,
+void Instance::add(int fd, std::uint32_t events, EventData data,
                    std::error_code& ec) noexcept {
   Ctl(get(), EPOLL_CTL_ADD, fd, events, data, ec);
 }
 
-void Instance::modify(int fd, std::uint32_t events, std::uint64_t data) {
+void Instance::modify(int fd, std::uint32_t events, EventData data) {
   detail::OrThrow("uepoll_epoll_ctl(EPOLL_CTL_MOD)",
                   [&](std::error_code& ec) { modify(fd, events, data, ec); });
 }
 
-void Instance::modify(int fd, std::uint32_t events, std::uint64_t data,
+void Instance::modify(int fd, std::uint32_t events, EventData data,
                       std::error_code& ec) noexcept {
   Ctl(get(), EPOLL_CTL_MOD, fd, events, data, ec);
 }
@@ -82,35 +71,27 @@ void Instance::remove(int fd) {
 void Instance::remove(int fd, std::error_code& ec) noexcept {
   // A non-null event: kernels before 2.6.9 required one, and it costs
   // nothing.
-  Ctl(get(), EPOLL_CTL_DEL, fd, 0, 0, ec);
+  Ctl(get(), EPOLL_CTL_DEL, fd, 0, {}, ec);
 }
 
-std::span<epoll_event> Instance::wait(std::span<epoll_event> events,
-                                      std::chrono::milliseconds timeout) {
-  return detail::OrThrow("uepoll_epoll_wait", [&](std::error_code& ec) {
-    return wait(events, timeout, ec);
+std::span<epoll_event> Instance::wait_for(std::span<epoll_event> events,
+                                          std::chrono::nanoseconds timeout,
+                                          const sigset_t* sigmask) {
+  return detail::OrThrow("uepoll_epoll_pwait2", [&](std::error_code& ec) {
+    return wait_for(events, timeout, sigmask, ec);
   });
 }
 
-std::span<epoll_event> Instance::wait(std::span<epoll_event> events,
-                                      std::chrono::milliseconds timeout,
-                                      std::error_code& ec) noexcept {
-  return Wait(get(), events, timeout, nullptr, ec);
-}
-
-std::span<epoll_event> Instance::pwait(std::span<epoll_event> events,
-                                       std::chrono::milliseconds timeout,
-                                       const sigset_t& sigmask) {
-  return detail::OrThrow("uepoll_epoll_pwait", [&](std::error_code& ec) {
-    return pwait(events, timeout, sigmask, ec);
-  });
-}
-
-std::span<epoll_event> Instance::pwait(std::span<epoll_event> events,
-                                       std::chrono::milliseconds timeout,
-                                       const sigset_t& sigmask,
-                                       std::error_code& ec) noexcept {
-  return Wait(get(), events, timeout, &sigmask, ec);
+std::span<epoll_event> Instance::wait_for(std::span<epoll_event> events,
+                                          std::chrono::nanoseconds timeout,
+                                          const sigset_t* sigmask,
+                                          std::error_code& ec) noexcept {
+  int max = static_cast<int>(std::min(events.size(), kMaxEvents));
+  timespec ts{};
+  int n = uepoll_epoll_pwait2(get(), events.data(), max,
+                              ToTimespec(timeout, ts), sigmask);
+  if (detail::Check(n, ec) < 0) return {};
+  return events.first(static_cast<std::size_t>(n));
 }
 
 std::span<epoll_event> Instance::wait(std::span<epoll_event> events,
@@ -126,11 +107,7 @@ std::span<epoll_event> Instance::wait(std::span<epoll_event> events,
   int max = static_cast<int>(std::min(events.size(), kMaxEvents));
   timespec ts{};
   uepoll_wait_args args{};
-  if (options.timeout.count() >= 0) {
-    ts.tv_sec = static_cast<time_t>(options.timeout.count() / 1000000000);
-    ts.tv_nsec = static_cast<long>(options.timeout.count() % 1000000000);
-    args.timeout = &ts;
-  }
+  args.timeout = ToTimespec(options.timeout, ts);
   args.min_wait_ns = options.min_wait.count() > 0
                          ? static_cast<uint64_t>(options.min_wait.count())
                          : 0;

@@ -246,8 +246,9 @@ void Eventpoll::Release() NO_THREAD_SAFETY_ANALYSIS {
 
 int Eventpoll::Ctl(int op, File* tfile, int fd,
                    epoll_event ev) NO_THREAD_SAFETY_ANALYSIS {
-  // Allocate outside the locks (seed 003): the item for ADD, and a bigger
-  // bucket array if the table looks like it will need one.
+  // Allocate outside the locks, so that no thread waits for mtx_ while the
+  // holder is in the allocator: the item for ADD, and a bigger bucket array
+  // if the table looks like it will need one.
   EpItem* prepped = op == EPOLL_CTL_ADD ? AllocItem() : nullptr;
   EpItem** buckets = nullptr;
   size_t nbuckets = 0;

@@ -23,6 +23,18 @@
 //                                alone, or nested upward (a file's, then the
 //                                lock of an instance watching it) by the
 //                                nesting checks.
+//       PipeInode::mu_,          per pipe / per socket pair (sources/); the
+//       UnixPair::mu_            buffers, counts and shutdown state. Poll()
+//                                of a pipe end or a socket takes it, so it
+//                                nests under an instance's mtx_ whenever a
+//                                harvest, an ADD or MOD, or a poll of the
+//                                instance polls that source; otherwise it
+//                                is held alone. Never held while taking
+//                                another lock: a source changes its state
+//                                under mu_, releases it, then wakes its
+//                                queue. (An eventfd keeps its count under
+//                                its queue's lock_ instead, and its Poll()
+//                                takes no lock.)
 //       WaitQueue::lock_         per wait queue; guards the entry list.
 //                                Wakeup callbacks run under it. Nested by
 //                                depth in the wakeup chain: a source's queue,
@@ -35,6 +47,14 @@
 //                                another lock. Released before waking the
 //                                instance's own watchers (poll_wait_).
 //
+//   FdTable slots (core/)        no lock. A lookup is two wait-free RMWs on
+//                                the slot word, or a borrow through the
+//                                calling thread's hazard record; a closer
+//                                waits only for the lookups in flight on
+//                                that slot (core/fd_table.h). None of the
+//                                locks above is held across a lookup or a
+//                                close of a descriptor.
+//
 // Why these kinds: mtx_ is held while polling sources and copying events,
 // which can take a while and may sleep on contention; lock_ is held for a
 // few list operations on every wakeup, so it must be short and is never held
@@ -43,8 +63,10 @@
 //
 // Reference counts: ep_refs_ = 1 (for the File, dropped by Release() at the
 // last close) + 1 per item. The structure is freed when it reaches zero, so
-// closing a watched source or the instance never needs a global lock
-// (seed 001). References are dropped only after mtx_ is released.
+// closing a watched source or the instance never needs a global lock:
+// whoever drops the last reference frees it, and no close has to stop the
+// others to find out who that is. References are dropped only after mtx_ is
+// released.
 //
 // The ready-list protocol (the kernel's, see docs/design.md):
 //  - A wakeup callback links its item at the tail of rdllist_, unless a scan
@@ -118,7 +140,8 @@ class Eventpoll final : public File {
   int Ctl(int op, File* tfile, int fd, epoll_event ev);
 
   // ep_poll: 1..maxevents events, 0 on timeout, -EINTR on a signal. With
-  // a min_wait (seed 004): wait up to min_wait for maxevents, return at
+  // a min_wait (min_wait batching: one wakeup per batch of events instead
+  // of one per event): wait up to min_wait for maxevents, return at
   // min_wait if anything is ready, else wait on to the deadline and return
   // at the first event. Busy polling spins before sleeping.
   int Wait(epoll_event* events, int maxevents, const WaitArgs& args);

@@ -1,7 +1,8 @@
 // ItemTable: the instance's registrations keyed by (file, fd), an intrusive
 // chained hash table (the kernel uses an rbtree). Guarded by the owning
 // instance's mtx_. Growing needs a larger bucket array, which the caller
-// allocates before taking mtx_ (allocation outside locks, seed 003).
+// allocates before taking mtx_: allocating under a lock would make every
+// thread that needs the lock wait for the allocator too.
 #ifndef UEPOLL_SRC_EPOLL_ITEM_TABLE_H_
 #define UEPOLL_SRC_EPOLL_ITEM_TABLE_H_
 

@@ -136,6 +136,11 @@ int Eventpoll::CtlKernel(int epfd, int op, int fd, epoll_event* ev) {
   }
   if (!mixed_.load(std::memory_order_acquire)) {
     if (op != EPOLL_CTL_ADD) return EmptyKernelAnswer(op, fd, ev);
+    // MakeMixed holds the instance's numbers busy while it changes their
+    // kernel files, and a close of such a number waits for the borrows of
+    // the instance: ours must be references by then, or the two would wait
+    // for each other.
+    PinBorrowed();
     bool made = false;
     {
       MutexLock m(mtx_);

@@ -1,6 +1,6 @@
 // Pipe pages: the 4096-byte buffers of a pipe's slots, and the small pool
-// a write fills before it takes the pipe's mutex (seed 003: allocate and
-// free outside locks).
+// a write fills before it takes the pipe's mutex (pages are allocated and
+// freed outside locks, so readers never wait for a writer's allocation).
 //
 // Thread safety: a PagePool is a local of one write call; a Page belongs to
 // whoever holds it (the pool, the pipe's ring under its mutex, or a reader

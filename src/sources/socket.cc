@@ -238,8 +238,9 @@ ssize_t UnixPair::Write(int me, const void* buf, size_t count, bool nonblock) {
     }
     mu_.Unlock();
     if (err) break;
-    // Allocate and fill outside mu_ (seed 003), as the kernel copies into
-    // the skb before taking the peer's state lock.
+    // Allocate and fill outside mu_, so that the peer never waits for the
+    // allocator, as the kernel copies into the skb before taking the peer's
+    // state lock.
     Skb* skb = Skb::Alloc(size, truesize);
     if (!skb) {
       UnchargeAndWake(me, truesize);

@@ -1,4 +1,4 @@
-// SEMANTICS.md section 2: epoll_create and epoll_ctl errors, each in the
+// docs/contract.md sections 2 and 3: epoll_create and epoll_ctl errors, in the
 // kernel's order of checks (the first failing check decides the errno), and
 // the descriptor limit.
 #include <fcntl.h>

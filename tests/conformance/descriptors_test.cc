@@ -1,7 +1,8 @@
-// Descriptor operations that the object model rests on (SEMANTICS.md
-// section 1): fcntl flags per object vs per descriptor, dup/dup2/dup3/F_DUPFD
-// numbering, and how replacing a descriptor affects epoll items. Numbers are
-// only compared with each other: the backends number from different bases.
+// Descriptor operations that the object model rests on (docs/contract.md
+// sections 3 and 11): fcntl flags per object vs per descriptor,
+// dup/dup2/dup3/F_DUPFD numbering, and how replacing a descriptor affects epoll
+// items. Numbers are only compared with each other: the backends number from
+// different bases.
 #include <vector>
 
 #include "conformance/helpers.h"

@@ -1,4 +1,4 @@
-// SEMANTICS.md section 1: items are keyed by (object, descriptor number),
+// docs/contract.md section 3: items are keyed by (object, descriptor number),
 // they die with the object's last descriptor, wakeup hints only filter, and
 // what a wait reports is re-polled at harvest time.
 #include <vector>

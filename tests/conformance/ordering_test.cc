@@ -1,4 +1,4 @@
-// SEMANTICS.md section 3: reports come in the order items became ready, a
+// docs/contract.md section 6: reports come in the order items became ready, a
 // short buffer takes exactly maxevents, and nothing is reported twice.
 #include <set>
 #include <vector>

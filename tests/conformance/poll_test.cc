@@ -1,5 +1,6 @@
 // poll() on every descriptor kind: the exact revents the kernel computes
-// (SEMANTICS.md section 6 masks, seen through poll), POLLNVAL, negative fds.
+// (docs/contract.md section 12: the masks of section 10, seen through poll),
+// POLLNVAL, negative fds.
 #include <vector>
 
 #include "conformance/helpers.h"

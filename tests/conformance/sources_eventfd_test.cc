@@ -1,4 +1,4 @@
-// SEMANTICS.md section 6, eventfd: readiness masks by count, the counter's
+// docs/contract.md section 10, eventfd: readiness masks by count, the counter's
 // limits, semaphore mode, buffer sizes and flags.
 #include <vector>
 

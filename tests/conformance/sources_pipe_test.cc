@@ -1,4 +1,4 @@
-// SEMANTICS.md section 6, pipes: masks of both ends, HUP/ERR rules,
+// docs/contract.md section 10, pipes: masks of both ends, HUP/ERR rules,
 // capacity, write atomicity and EPIPE.
 #include <string.h>
 

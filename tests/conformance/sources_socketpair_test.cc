@@ -1,5 +1,5 @@
-// SEMANTICS.md section 6, stream socketpairs: masks after data, each kind of
-// shutdown and peer close, EOF, EPIPE, and socketpair's argument errors.
+// docs/contract.md section 10, stream socketpairs: masks after data, each kind
+// of shutdown and peer close, EOF, EPIPE, and socketpair's argument errors.
 #include <vector>
 
 #include "conformance/helpers.h"

@@ -1,4 +1,4 @@
-// SEMANTICS.md section 3: level-triggered, edge-triggered and one-shot
+// docs/contract.md section 5: level-triggered, edge-triggered and one-shot
 // items, and MOD as a re-poll.
 #include <vector>
 

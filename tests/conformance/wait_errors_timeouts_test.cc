@@ -1,6 +1,6 @@
-// SEMANTICS.md section 2: epoll_wait/pwait/pwait2 argument errors, timeout
-// rules and signals. Durations are checked from below only: a loaded
-// machine may return late, never early.
+// docs/contract.md sections 4 and 8: epoll_wait/pwait/pwait2 argument errors,
+// timeout rules and signals. Durations are checked from below only: a
+// loaded machine may return late, never early.
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>

@@ -31,6 +31,8 @@ using uepoll::EventFd;
 using uepoll::Fd;
 using uepoll::Instance;
 using uepoll::Pipe;
+using uepoll::PipeReader;
+using uepoll::PipeWriter;
 using uepoll::Socket;
 using uepoll::SocketPair;
 
@@ -46,6 +48,8 @@ static_assert(kMoveOnly<Fd>);
 static_assert(kMoveOnly<Instance>);
 static_assert(kMoveOnly<EventFd>);
 static_assert(kMoveOnly<Pipe>);
+static_assert(kMoveOnly<PipeReader>);
+static_assert(kMoveOnly<PipeWriter>);
 static_assert(kMoveOnly<Socket>);
 static_assert(kMoveOnly<SocketPair>);
 
@@ -53,6 +57,8 @@ static_assert(uepoll::FdHandle<Fd>);
 static_assert(uepoll::FdHandle<Instance>);
 static_assert(uepoll::FdHandle<EventFd>);
 static_assert(uepoll::FdHandle<Socket>);
+static_assert(uepoll::FdHandle<PipeReader>);
+static_assert(uepoll::FdHandle<PipeWriter>);
 static_assert(!uepoll::FdHandle<int>);
 
 // The error_code forms are noexcept; the throwing forms are not. (kZero, not
@@ -624,10 +630,12 @@ TEST_F(CxxPipe, ClosingTheWriteEndGivesHangupAndEof) {
   std::span<epoll_event> got = ep.wait(buf, 0ms);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_NE(got[0].events & EPOLLHUP, 0u);
-  Pipe rest{std::move(r), Fd{}};
   std::array<std::byte, 4> bytes{};
+  EXPECT_EQ(r.read(bytes), 0u);
+  // Pipe's own read and write (kept from when the ends were plain Fds) use
+  // its ends: writing needs the write end, which rest does not have.
+  Pipe rest{std::move(r), PipeWriter{}};
   EXPECT_EQ(rest.read(bytes), 0u);
-  // Writing needs the write end, which rest does not have.
   EXPECT_EQ(ThrownCode([&] { rest.write(Bytes("x")); }), Errno(EBADF));
 }
 

@@ -1,5 +1,7 @@
-// min_wait batching, busy polling and per-instance parameters (seed 004,
-// SEMANTICS.md section 7). uepoll only: the kernel has no pwait3. Every rule
+// min_wait batching, busy polling and per-instance parameters
+// (docs/contract.md section 13; the rules are those of the manual pages
+// uepoll_epoll_pwait3(3) and uepoll_epoll_set_params(3)). uepoll only: the
+// kernel has no pwait3. Every rule
 // is pinned without depending on the machine's speed: a minimum wait of an
 // hour proves that a call skipped it (it returned at all), and elapsed
 // times are only ever checked from below.

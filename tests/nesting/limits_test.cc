@@ -1,8 +1,9 @@
-// What epoll_ctl(ADD) refuses when instances watch instances (SEMANTICS.md
-// section 2, check 6): chains deeper than 5 instances and cycles (ELOOP),
-// an instance watching itself (EINVAL), too many wakeup paths to one source
-// (EINVAL); and what it allows (diamonds). Diagram legend as in
-// topology_test.cc; an arrow-less edge points from parent (above) to child.
+// What epoll_ctl(ADD) refuses when instances watch instances
+// (docs/contract.md section 3, rule 6, and section 9): chains deeper than 5
+// instances and cycles (ELOOP), an instance watching itself (EINVAL), too many
+// wakeup paths to one source (EINVAL); and what it allows (diamonds). Diagram
+// legend as in topology_test.cc; an arrow-less edge points from parent (above)
+// to child.
 #include <atomic>
 #include <thread>
 #include <vector>

@@ -1,4 +1,4 @@
-// An epoll instance as a pollable object (SEMANTICS.md section 5): what it
+// An epoll instance as a pollable object (docs/contract.md section 9): what it
 // reports, that polling it consumes nothing, how edges propagate upward, and
 // what closing an inner instance does. Diagram legend as in topology_test.cc.
 #include <fcntl.h>

@@ -369,7 +369,7 @@ TEST_P(Stress, RacingNestedAddsNeverLeaveACycleOrAnOverlongChain) {
 // ---------------------------------------------------------------------------
 // Closing an instance's descriptor while threads wait on it, a poll()
 // watches it and an outer instance has it as an item. The waiters keep
-// waiting on the object (SEMANTICS.md section 4) and return an event or a
+// waiting on the object (docs/contract.md section 7) and return an event or a
 // timeout; one that started after the close gets EBADF. Nothing else.
 TEST_P(Stress, InstanceCloseWithWaitersPollersAndWatchers) {
   constexpr long kRounds = 400;

@@ -1,4 +1,4 @@
-// No lost wakeups (SEMANTICS.md section 4): races between waits and the
+// No lost wakeups (docs/contract.md section 7): races between waits and the
 // operations that make items ready, repeated for a fixed number of rounds.
 // Every event is accounted for exactly once; a lost wakeup shows as a wait
 // that runs into its (generous) timeout.

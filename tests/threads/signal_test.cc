@@ -1,4 +1,4 @@
-// Signals and blocked waits (SEMANTICS.md section 2, "Signals"): a handled
+// Signals and blocked waits (docs/contract.md section 8): a handled
 // signal ends a blocked wait with EINTR even under SA_RESTART; epoll_pwait and
 // epoll_pwait2 install their mask atomically for the wait; events found before
 // sleeping win over a pending signal.

@@ -1,4 +1,4 @@
-// Which blocked waiters an event wakes (SEMANTICS.md section 4), on both
+// Which blocked waiters an event wakes (docs/contract.md section 7), on both
 // backends with one set of expectations.
 //
 // "Exactly one woke" is observed as "exactly one returned the event": a
