@@ -349,8 +349,10 @@ int FdTable::Close(int fd) {
     return -EBADF;
   }
   // seq_cst: see Borrow. New lookups find nothing from here on; the busy
-  // bit stays until the kernel's side is closed too.
-  s->fetch_and(kCountMask | kBusyBit, std::memory_order_seq_cst);
+  // bit stays until the kernel's side is closed too. The word this returns,
+  // not w, says whether the slot became shared: a borrower may have set the
+  // bit after we took the busy bit, while the file was still in the word.
+  w = s->fetch_and(kCountMask | kBusyBit, std::memory_order_seq_cst);
   WaitForUsers(idx, s, w);
   if (mode() == FdMode::kKernel) {
     f->NumberRemoved(fd);
@@ -428,7 +430,7 @@ int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
     // A kernel file replaced the uepoll object at newfd (kKernel only:
     // in kDisjoint the kernel refused newfd). Lookups see the old object
     // until this clear, then the kernel's file.
-    s->fetch_and(kCountMask | kBusyBit, std::memory_order_seq_cst);
+    w = s->fetch_and(kCountMask | kBusyBit, std::memory_order_seq_cst);
     WaitForUsers(nidx, s, w);
     s->fetch_and(~kBusyBit, std::memory_order_release);
     Live::Dec(Live::descriptors);
@@ -470,11 +472,14 @@ int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
   c->owners[i].store(MyBorrowRecord(), std::memory_order_relaxed);
   uint64_t cur = s->load(std::memory_order_relaxed);
   // seq_cst: see Borrow. Clears the busy bit and the shared bit of the old
-  // file with it.
+  // file with it. The word replaced (cur), not w, says whether the old
+  // file's slot became shared: a borrower may have set the bit while we
+  // held the busy bit with the old file still in the word.
   while (!s->compare_exchange_weak(
       cur, (cur & kCountMask) | Word(f.get(), cloexec),
       std::memory_order_seq_cst, std::memory_order_relaxed)) {
   }
+  w = cur;
   File* file = f.release();  // the slot's reference now
   File* old = FileOf(w);
   if (!old) Live::Inc(Live::descriptors);

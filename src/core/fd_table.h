@@ -124,6 +124,11 @@ class FdTable {
   // the number held (busy) so that no close or dup2 of it interleaves.
   // 0, or -EBADF if fd names something else now.
   int SetKernelFile(int fd, File* f, int src);
+  // Whether a close or dup2 of fd is in progress (the busy bit).
+  bool Changing(int fd) {
+    std::atomic<uint64_t>* s = SlotOfFd(fd);
+    return s && (s->load(std::memory_order_acquire) & kBusyBit);
+  }
   // Whether fd names f right now.
   bool Holds(int fd, File* f) {
     std::atomic<uint64_t>* s = SlotOfFd(fd);

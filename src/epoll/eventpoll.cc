@@ -391,7 +391,12 @@ int EpollCtl(int epfd, int op, int fd, const epoll_event* event) {
     // or the kernel half of an instance, which alone would misreport it).
     if (t.IsOpen(fd)) {
       if (op != EPOLL_CTL_DEL && !event) return -EFAULT;
-      return sys::Fcntl(epfd, F_GETFD, 0) < 0 ? -EBADF : -EPERM;
+      // epfd must be a kernel descriptor the kernel could use as one: not
+      // closed, not a placeholder (O_PATH: the kernel's fdget refuses it),
+      // not a uepoll number in the middle of its close.
+      int fl = sys::Fcntl(epfd, F_GETFL, 0);
+      if (fl < 0 || (fl & O_PATH) || t.Changing(epfd)) return -EBADF;
+      return -EPERM;
     }
     return kNotUepoll;
   }
