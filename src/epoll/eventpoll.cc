@@ -204,6 +204,10 @@ void EpollReleaseFile(File* file) {
     }
     Eventpoll* ep = epi->ep;
     {
+      // watch_lock_ dropped, mtx_ taken (the lock order): what was decided
+      // under watch_lock_ is only the claim, and `dying` keeps it valid -
+      // the instance's close and DEL leave a dying item (and its instance
+      // reference) to us. RemoveLocked re-takes watch_lock_ to unlink.
       MutexLock m(ep->mtx_);
       ep->RemoveLocked(epi, /*force=*/true);
     }
@@ -276,6 +280,10 @@ int Eventpoll::Ctl(int op, File* tfile, int fd,
       goto unlock_nested;
     }
     mtx_.Lock();
+    // Relock: the only decision taken under the first hold was "do the
+    // full check", and doing it when no longer needed is merely slower
+    // (ep_ctl does the same). The item lookup, the table growth and the
+    // path check all run under the re-taken mtx_.
   }
 
   {
