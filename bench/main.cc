@@ -74,7 +74,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (const Command& c : kCommands)
-    if (strcmp(argv[1], c.name) == 0) return c.run(argc - 2, argv + 2);
+    if (strcmp(argv[1], c.name) == 0) {
+      // Before any thread exists: it may fork (util.h, SyscallCounter).
+      SyscallCounter::Init();
+      return c.run(argc - 2, argv + 2);
+    }
   fprintf(stderr, "uepoll-bench: unknown command '%s'\n\n", argv[1]);
   Usage(stderr);
   return 2;

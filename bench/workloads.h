@@ -82,6 +82,28 @@ int CmdScale(int argc, char** argv);
 int CmdMinWait(int argc, char** argv);
 int CmdSuite(int argc, char** argv);
 
+// After a measurement, its counted pass: the same measurement again, short
+// (PassRuntime), with the syscall counter open, for r.syscalls_per_op.
+template <class F>
+void CountSyscalls(Result& r, F measure) {
+  if (!SyscallCounter::available()) {
+    r.syscalls_note = "syscall counter unavailable: " + SyscallCounter::why();
+    return;
+  }
+  SyscallCounter counter;
+  if (!counter.ok()) {
+    r.syscalls_note = "syscall counter unavailable: " + counter.error();
+    return;
+  }
+  Result c = measure();
+  if (!c.ok())
+    r.syscalls_note = "counted pass failed: " + c.error;
+  else if (c.syscall_ops > 0 && c.syscalls >= 0)
+    r.syscalls_per_op = c.syscalls / c.syscall_ops;
+  else
+    r.syscalls_note = "counted pass completed no operation";
+}
+
 // Runs one measurement between two progress lines and files the result.
 template <class F>
 void RunMeasurement(Progress& progress, Report& report, const char* workload,
@@ -91,7 +113,9 @@ void RunMeasurement(Progress& progress, Report& report, const char* workload,
   int64_t t0 = NowNs();
   Result r = measure();
   r.core_rtt_ns = rtt;
-  progress.Finish(r, static_cast<double>(NowNs() - t0) / 1e9);
+  double secs = static_cast<double>(NowNs() - t0) / 1e9;
+  if (r.ok()) CountSyscalls(r, measure);
+  progress.Finish(r, secs);
   report.Add(std::move(r));
 }
 
