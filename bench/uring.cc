@@ -80,9 +80,9 @@ int URingCreate(int flags) {
       IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,  // Linux < 6.1
       0};                                                     // Linux < 5.19
   int ret = -EINVAL;
-  for (unsigned flags : kFlags) {
+  for (unsigned setup : kFlags) {
     memset(&p, 0, sizeof(p));
-    p.flags = flags | IORING_SETUP_CQSIZE;
+    p.flags = setup | IORING_SETUP_CQSIZE;
     p.cq_entries = 4096;
     ret = io_uring_queue_init_params(256, &r->ring, &p);
     if (ret != -EINVAL) break;
