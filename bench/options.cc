@@ -6,8 +6,10 @@
 
 #include <cmath>
 
+#include "report.h"
 #include "uring.h"
 #include "util.h"
+#include "workloads.h"
 
 namespace uepoll_bench {
 namespace {
@@ -202,6 +204,22 @@ int ParseCommand(const char* synopsis, int argc, char** argv,
       break;
   }
   return FinishCommonOptions(c) ? -1 : 2;
+}
+
+int FinishCommand(const CommonOptions& c, const Report& report) {
+  report.PrintTable(stdout);
+  fflush(stdout);
+  bool ok = true;
+  if (!c.json.empty()) {
+    ok = report.WriteJson(c.json);
+    if (ok) fprintf(stderr, "uepoll-bench: wrote %s\n", c.json.c_str());
+  }
+  if (!report.AnyMeasured()) {
+    fprintf(stderr,
+            "uepoll-bench: nothing was measured (every run was skipped)\n");
+    return 1;
+  }
+  return ok ? 0 : 1;
 }
 
 int BadUsage(const std::string& msg) {

@@ -50,6 +50,7 @@ class Report {
  public:
   void Add(Result r) { results_.push_back(std::move(r)); }
   const std::vector<Result>& results() const { return results_; }
+  std::vector<Result>& mutable_results() { return results_; }
   bool AnyMeasured() const;
 
   // Rows are (workload, parameters, figure); columns kernel, uepoll,

@@ -46,6 +46,16 @@ Result MeasureNested(const Backend& b, unsigned long threads,
 Result MeasureChurn(const Backend& b, unsigned long threads, double runtime);
 Result MeasureThroughput(const Backend& b, unsigned long maxevents,
                          double runtime);
+// churn_own / throughput_own (wl_indep.cc): one instance per thread.
+Result MeasureOwn(const Backend& b, bool churn, unsigned long threads,
+                  double runtime);
+// echo (wl_echo.cc): C connections, S server threads, per-thread instances
+// or one shared instance (EPOLLEXCLUSIVE).
+Result MeasureEcho(const Backend& b, unsigned long conns, unsigned long servers,
+                   bool shared, unsigned long size, double runtime);
+// Adds "x of 1 thread" (ops(t) / ops(1)) to every result with t > 1 whose
+// 1-thread twin is in the report.
+void AddScaling(Report& report);
 Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime);
 // The registrations a scale run of `want` can make on b: the kernel's is
 // capped by RLIMIT_NOFILE's hard limit. Raises the limit as a side effect.
@@ -80,6 +90,8 @@ int CmdThroughput(int argc, char** argv);
 int CmdPingpong(int argc, char** argv);
 int CmdScale(int argc, char** argv);
 int CmdMinWait(int argc, char** argv);
+int CmdOwn(int argc, char** argv);
+int CmdEcho(int argc, char** argv);
 int CmdSuite(int argc, char** argv);
 
 // After a measurement, its counted pass: the same measurement again, short
