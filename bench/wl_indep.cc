@@ -7,9 +7,11 @@
 //                   timeout 0), consume it.
 // Whatever the 2-thread total loses against twice the 1-thread figure is
 // process-wide state written by both threads (a counter, a lock, a cache
-// line of a shared table): the figure "x of 1 thread" is ops(t) / ops(1).
+// line of a shared table): the figure "x of 1 thread" is ops(t) / ops(1),
+// and "CPU ns/op" is what each operation cost the CPU that ran it.
 #include <errno.h>
 #include <sys/eventfd.h>
+#include <time.h>
 
 #include <atomic>
 
@@ -20,7 +22,14 @@ namespace {
 
 struct alignas(64) PerThread {
   unsigned long ops = 0;
+  int64_t cpu_ns = 0;  // the thread's CPU time over its loop
 };
+
+int64_t ThreadCpuNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
 
 // One thread's loop; returns an error message, or "" on success.
 std::string OwnLoop(const Backend& b, bool churn, const std::atomic<bool>& done,
@@ -93,7 +102,9 @@ Result MeasureOwn(const Backend& b, bool churn, unsigned long threads,
     group.Spawn([&, t] {
       PinToCpu(unsigned(t));
       gate.Arrive();
+      int64_t c0 = ThreadCpuNs();
       std::string err = OwnLoop(b, churn, done, &counters[t].ops);
+      counters[t].cpu_ns = ThreadCpuNs() - c0;
       if (!err.empty()) failure.Set(err);
     });
   }
