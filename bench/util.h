@@ -29,6 +29,7 @@ void PinToCpu(unsigned index);
 // with the host's placement of the vCPUs (115 ns and 495 ns were both seen
 // on the 2-core machine of BENCHMARKS.md, minutes apart), and every
 // multi-threaded figure moves with it, so each measurement records it.
+// -1 also when UEPOLL_BENCH_NO_RTT is set (for runs under valgrind).
 double CoreRoundTripNs();
 
 // The first error any thread hits; the measurement then stops early and is

@@ -62,6 +62,7 @@ Result MeasureThroughput(const Backend& b, unsigned long maxevents,
   sys.Finish(&r, double(events));
   r.ops_per_sec = double(events) / (double(now - t0) / 1e9);
   r.metrics = {{"ns_per_event", 1e9 / r.ops_per_sec, "", false},
+               {"events", double(events), "", true},
                {"short_waits", double(short_waits), "", false}};
   return r;
 }
