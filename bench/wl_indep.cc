@@ -14,6 +14,8 @@
 #include <time.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 
 #include "workloads.h"
 
@@ -31,10 +33,42 @@ int64_t ThreadCpuNs() {
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
+// Hands the setup from thread to thread (--spread): thread t creates its
+// descriptors only after thread t-1 has created its own and its padding.
+struct Turn {
+  std::mutex mu;
+  std::condition_variable cv;
+  unsigned long next = 0;
+};
+
+// With a turn (--spread), the thread's descriptors are followed by kPad
+// unused ones, so that no two threads' descriptor numbers are neighbours: a
+// table that keeps one word per number in number order then puts them on
+// different cache lines.
+constexpr int kPad = 15;
+
 // One thread's loop; returns an error message, or "" on success.
 std::string OwnLoop(const Backend& b, bool churn, const std::atomic<bool>& done,
-                    unsigned long* ops_out) {
+                    unsigned long* ops_out, Turn* turn, unsigned long me) {
   FdList fds(b);
+  std::unique_lock<std::mutex> lock;
+  // Passes the turn on however this function returns, so that an error in
+  // one thread's setup does not leave the next one waiting.
+  struct Pass {
+    Turn* t;
+    std::unique_lock<std::mutex>* l;
+    void Now() {
+      if (!t || !l->owns_lock()) return;
+      t->next++;
+      t->cv.notify_all();
+      l->unlock();
+    }
+    ~Pass() { Now(); }
+  } pass{turn, &lock};
+  if (turn) {
+    lock = std::unique_lock<std::mutex>(turn->mu);
+    turn->cv.wait(lock, [&] { return turn->next == me; });
+  }
   int epfd = fds.Add(b.epoll_create1(0));
   if (epfd < 0) return CallError(b, "epoll_create1");
   int src = -1;
@@ -46,6 +80,12 @@ std::string OwnLoop(const Backend& b, bool churn, const std::atomic<bool>& done,
     ev.data.u64 = uint64_t(src);
     if (b.epoll_ctl(epfd, EPOLL_CTL_ADD, src, &ev) < 0)
       return CallError(b, "epoll_ctl(ADD)");
+  }
+  if (turn) {
+    for (int i = 0; i < kPad; ++i)
+      if (fds.Add(b.eventfd(0, EFD_NONBLOCK)) < 0)
+        return CallError(b, "eventfd(padding)");
+    pass.Now();
   }
   struct epoll_event evs[16];
   const uint64_t one = 1;
@@ -87,12 +127,14 @@ std::string OwnLoop(const Backend& b, bool churn, const std::atomic<bool>& done,
 }  // namespace
 
 Result MeasureOwn(const Backend& b, bool churn, unsigned long threads,
-                  double runtime) {
+                  double runtime, bool spread) {
   Result r;
   r.workload = churn ? "churn_own" : "throughput_own";
   r.backend = b.name;
   r.threads = threads;
-  RaiseFdLimit(b, long(4 * threads + 64));
+  if (spread) r.params.push_back({"spread", 1});
+  RaiseFdLimit(b, long((4 + kPad) * threads + 64));
+  Turn turn;
   std::atomic<bool> done{false};
   Gate gate;
   Failure failure;
@@ -103,7 +145,8 @@ Result MeasureOwn(const Backend& b, bool churn, unsigned long threads,
       PinToCpu(unsigned(t));
       gate.Arrive();
       int64_t c0 = ThreadCpuNs();
-      std::string err = OwnLoop(b, churn, done, &counters[t].ops);
+      std::string err = OwnLoop(b, churn, done, &counters[t].ops,
+                                spread ? &turn : nullptr, t);
       counters[t].cpu_ns = ThreadCpuNs() - c0;
       if (!err.empty()) failure.Set(err);
     });
@@ -151,10 +194,13 @@ int CmdOwn(int argc, char** argv) {
   CommonOptions c;
   std::vector<unsigned long> threads = {1, 2};
   std::string what = "churn,throughput";
+  bool spread = false;
   std::vector<Option> opts = {
       {'t', "threads", Option::kList, &threads, "thread counts (default 1,2)"},
       {0, "what", Option::kString, &what,
        "churn, throughput or churn,throughput (default both)"},
+      {0, "spread", Option::kFlag, &spread,
+       "throughput: keep the threads' descriptor numbers 16 apart"},
   };
   if (int rc =
           ParseCommand("uepoll-bench own [<options>]", argc, argv, &opts, &c);
@@ -175,8 +221,9 @@ int CmdOwn(int argc, char** argv) {
     for (unsigned long t : threads)
       for (const Backend* b : ch ? bc : bt)
         RunMeasurement(progress, report, ch ? "churn_own" : "throughput_own",
-                       *b, "t=" + std::to_string(t),
-                       [&] { return MeasureOwn(*b, ch, t, runtime); });
+                       *b, "t=" + std::to_string(t), [&] {
+                         return MeasureOwn(*b, ch, t, runtime, spread && !ch);
+                       });
   }
   AddScaling(report);
   return FinishCommand(c, report);

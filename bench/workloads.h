@@ -47,8 +47,10 @@ Result MeasureChurn(const Backend& b, unsigned long threads, double runtime);
 Result MeasureThroughput(const Backend& b, unsigned long maxevents,
                          double runtime);
 // churn_own / throughput_own (wl_indep.cc): one instance per thread.
+// spread: each thread's descriptors are followed by unused ones, so that
+// different threads' numbers are never neighbours (throughput only).
 Result MeasureOwn(const Backend& b, bool churn, unsigned long threads,
-                  double runtime);
+                  double runtime, bool spread = false);
 // echo (wl_echo.cc): C connections, S server threads, per-thread instances
 // or one shared instance (EPOLLEXCLUSIVE).
 Result MeasureEcho(const Backend& b, unsigned long conns, unsigned long servers,
