@@ -3,8 +3,11 @@
 #include "epoll/eventpoll.h"
 
 #include <errno.h>
+#include <limits.h>
 
 #include <new>
+
+#include <uepoll/uepoll.h>
 
 #include "core/fd_table.h"
 #include "epoll/nesting.h"
@@ -244,6 +247,14 @@ void Eventpoll::Release() NO_THREAD_SAFETY_ANALYSIS {
 
 int Eventpoll::Ctl(int op, File* tfile, int fd,
                    epoll_event ev) NO_THREAD_SAFETY_ANALYSIS {
+  if (op == UEPOLL_EPOLL_CTL_MIN_WAIT) {
+    // The patch stored data in an unsigned int of microseconds and returned
+    // the old value; no lock, as there: the word is independent of the rest.
+    uint64_t ns = uint64_t{static_cast<uint32_t>(ev.data.u64)} * 1000;
+    uint64_t old_us =
+        min_wait_ns_.exchange(ns, std::memory_order_relaxed) / 1000;
+    return old_us > uint64_t{INT_MAX} ? INT_MAX : static_cast<int>(old_us);
+  }
   // Allocate outside the locks, so that no thread waits for mtx_ while the
   // holder is in the allocator: the item for ADD, and a bigger bucket array
   // if the table looks like it will need one.
@@ -386,6 +397,11 @@ int EpollCtl(int epfd, int op, int fd, const epoll_event* event) {
   // Borrows: ctl never sleeps but on mutexes, so closers wait briefly.
   FileBorrow f = t.Borrow(epfd);
   if (!f) return -EBADF;
+  // The min_wait patch's op checks the instance only: fd is not looked up.
+  if (op == UEPOLL_EPOLL_CTL_MIN_WAIT) {
+    if (!f->is_epoll()) return -EINVAL;
+    return static_cast<Eventpoll*>(f.get())->Ctl(op, nullptr, fd, ev);
+  }
   FileBorrow tf = t.Borrow(fd);
   if (!tf) return -EBADF;
   // Every uepoll object can be polled, so the kernel's EPERM never arises.
