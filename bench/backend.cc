@@ -29,13 +29,22 @@ int UWaitMin(int epfd, struct epoll_event* evs, int max, int timeout_ms,
 const Backend kKernel = {"kernel",     "",           true,     ::epoll_create1,
                          ::epoll_ctl,  ::epoll_wait, KEventfd, ::pipe2,
                          ::socketpair, ::read,       ::write,  ::close,
-                         nullptr};
+                         nullptr,      false};
 
-const Backend kUepoll = {
-    "uepoll",          "uepoll_",         false,          uepoll_epoll_create1,
-    uepoll_epoll_ctl,  uepoll_epoll_wait, uepoll_eventfd, uepoll_pipe2,
-    uepoll_socketpair, uepoll_read,       uepoll_write,   uepoll_close,
-    UWaitMin};
+const Backend kUepoll = {"uepoll",
+                         "uepoll_",
+                         false,
+                         uepoll_epoll_create1,
+                         uepoll_epoll_ctl,
+                         uepoll_epoll_wait,
+                         uepoll_eventfd,
+                         uepoll_pipe2,
+                         uepoll_socketpair,
+                         uepoll_read,
+                         uepoll_write,
+                         uepoll_close,
+                         UWaitMin,
+                         false};
 
 }  // namespace
 

@@ -14,7 +14,7 @@
 namespace uepoll_bench {
 
 struct Backend {
-  const char* name;    // "kernel" or "uepoll": the JSON "backend" value
+  const char* name;    // "kernel", "uepoll" or "io_uring": the JSON "backend"
   const char* prefix;  // prepended to call names in error messages
   bool is_kernel;
   int (*epoll_create1)(int flags);
@@ -30,6 +30,9 @@ struct Backend {
   // the backend has none (the kernel never merged min_wait).
   int (*wait_min)(int epfd, struct epoll_event* evs, int max, int timeout_ms,
                   uint64_t min_wait_ns);
+  // io_uring (uring.h): epoll's calls mapped onto a ring; is_kernel is also
+  // set, as its descriptors and I/O are the kernel's.
+  bool is_uring = false;
 };
 
 const Backend& KernelBackend();

@@ -7,22 +7,6 @@
 
 namespace uepoll_bench {
 
-int FinishCommand(const CommonOptions& c, const Report& report) {
-  report.PrintTable(stdout);
-  fflush(stdout);
-  bool ok = true;
-  if (!c.json.empty()) {
-    ok = report.WriteJson(c.json);
-    if (ok) fprintf(stderr, "uepoll-bench: wrote %s\n", c.json.c_str());
-  }
-  if (!report.AnyMeasured()) {
-    fprintf(stderr,
-            "uepoll-bench: nothing was measured (every run was skipped)\n");
-    return 1;
-  }
-  return ok ? 0 : 1;
-}
-
 namespace {
 
 struct Command {
@@ -44,6 +28,10 @@ const Command kCommands[] = {
      "two threads hand a token back and forth: latency"},
     {"scale", CmdScale,
      "N registrations in one instance: memory, ADD rate, wait cost"},
+    {"own", CmdOwn,
+     "churn and throughput with one instance per thread (independent work)"},
+    {"echo", CmdEcho,
+     "request/response over socket pairs: C clients, S server threads"},
     {"minwait", CmdMinWait,
      "fixed-rate producer: plain wait, sleep-then-wait, uepoll min_wait"},
     {"suite", CmdSuite, "a short representative run of all of the above"},
@@ -54,7 +42,9 @@ void Usage(FILE* out) {
   for (const Command& c : kCommands)
     fprintf(out, "    %-12s %s\n", c.name, c.help);
   fprintf(out,
-          "\nEvery command takes --backend kernel|uepoll|both (default both), "
+          "\nEvery command takes --backend kernel|uepoll|io_uring|both|all "
+          "(default "
+          "all), "
           "--json FILE\nand -r SECONDS; 'uepoll-bench <command> --help' lists "
           "the rest.\n");
 }
@@ -74,7 +64,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (const Command& c : kCommands)
-    if (strcmp(argv[1], c.name) == 0) return c.run(argc - 2, argv + 2);
+    if (strcmp(argv[1], c.name) == 0) {
+      // Before any thread exists: it may fork (util.h, SyscallCounter).
+      SyscallCounter::Init();
+      return c.run(argc - 2, argv + 2);
+    }
   fprintf(stderr, "uepoll-bench: unknown command '%s'\n\n", argv[1]);
   Usage(stderr);
   return 2;

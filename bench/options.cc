@@ -6,7 +6,10 @@
 
 #include <cmath>
 
+#include "report.h"
+#include "uring.h"
 #include "util.h"
+#include "workloads.h"
 
 namespace uepoll_bench {
 namespace {
@@ -141,27 +144,52 @@ void AddCommonOptions(CommonOptions* c, std::vector<Option>* opts) {
   opts->push_back({'r', "runtime", Option::kDouble, &c->runtime,
                    "seconds each measurement runs"});
   opts->push_back({0, "backend", Option::kString, &c->backend,
-                   "kernel, uepoll or both (default both)"});
+                   "kernel, uepoll, io_uring, both (kernel and uepoll) or "
+                   "all (default all; io_uring only where a workload has an "
+                   "io_uring form)"});
+  opts->push_back({0, "no-syscalls", Option::kFlag, &c->no_syscalls,
+                   "skip the short counted pass that measures syscalls/op"});
   opts->push_back({0, "json", Option::kString, &c->json,
                    "also write the results as a JSON array to this file"});
 }
 
 bool FinishCommonOptions(CommonOptions* c) {
   c->backends.clear();
-  if (c->backend == "kernel" || c->backend == "both")
-    c->backends.push_back(&KernelBackend());
-  if (c->backend == "uepoll" || c->backend == "both")
-    c->backends.push_back(&UepollBackend());
-  if (c->backends.empty()) {
-    BadUsage("--backend must be kernel, uepoll or both, not '" + c->backend +
-             "'");
+  const std::string& w = c->backend;
+  bool all = w == "all", both = w == "both";
+  if (w == "kernel" || both || all) c->backends.push_back(&KernelBackend());
+  if (w == "uepoll" || both || all) c->backends.push_back(&UepollBackend());
+  if (w == "io_uring" || all) {
+    static std::string why;
+    static bool ok = IoUringAvailable(&why);
+    if (ok) {
+      c->backends.push_back(&IoUringBackend());
+    } else {
+      static bool said = false;
+      if (!said)
+        fprintf(stderr, "uepoll-bench: io_uring backend skipped: %s\n",
+                why.c_str());
+      said = true;
+    }
+  }
+  if (c->backends.empty() && w != "io_uring") {
+    BadUsage("--backend must be kernel, uepoll, io_uring, both or all, not '" +
+             w + "'");
     return false;
   }
+  if (c->no_syscalls) SyscallCounter::Disable("--no-syscalls");
   if (c->runtime == 0) {
     BadUsage("-r/--runtime must be more than 0 seconds");
     return false;
   }
   return true;
+}
+
+std::vector<const Backend*> CommonOptions::For(bool has_uring_form) const {
+  std::vector<const Backend*> out;
+  for (const Backend* b : backends)
+    if (has_uring_form || !b->is_uring) out.push_back(b);
+  return out;
 }
 
 int ParseCommand(const char* synopsis, int argc, char** argv,
@@ -176,6 +204,22 @@ int ParseCommand(const char* synopsis, int argc, char** argv,
       break;
   }
   return FinishCommonOptions(c) ? -1 : 2;
+}
+
+int FinishCommand(const CommonOptions& c, const Report& report) {
+  report.PrintTable(stdout);
+  fflush(stdout);
+  bool ok = true;
+  if (!c.json.empty()) {
+    ok = report.WriteJson(c.json);
+    if (ok) fprintf(stderr, "uepoll-bench: wrote %s\n", c.json.c_str());
+  }
+  if (!report.AnyMeasured()) {
+    fprintf(stderr,
+            "uepoll-bench: nothing was measured (every run was skipped)\n");
+    return 1;
+  }
+  return ok ? 0 : 1;
 }
 
 int BadUsage(const std::string& msg) {

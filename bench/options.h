@@ -36,10 +36,15 @@ void PrintUsage(FILE* out, const char* synopsis,
 
 // What every subcommand accepts besides its own options.
 struct CommonOptions {
-  std::string backend = "both";
+  std::string backend = "all";
   std::string json;
   double runtime = -1;                   // < 0: the workload's default
   std::vector<const Backend*> backends;  // filled by Finish()
+  bool no_syscalls = false;              // skip the counted passes
+
+  // The chosen backends that a workload runs on: io_uring only where the
+  // workload has an io_uring form.
+  std::vector<const Backend*> For(bool has_uring_form) const;
 };
 
 void AddCommonOptions(CommonOptions* c, std::vector<Option>* opts);

@@ -37,8 +37,8 @@ std::string JsonString(const std::string& s) {
 struct Row {
   std::string workload, params, figure;
   bool higher_better = true;
-  double value[2] = {-1, -1};  // kernel, uepoll
-  std::string note[2];
+  double value[3] = {-1, -1, -1};  // kernel, uepoll, io_uring
+  std::string note[3];
 };
 
 }  // namespace
@@ -77,6 +77,8 @@ std::string Human(double v) {
     snprintf(buf, sizeof(buf), "%.1fk", v / 1e3);
   else if (a >= 100 || v == floor(v))
     snprintf(buf, sizeof(buf), "%.0f", v);
+  else if (a < 0.1)
+    snprintf(buf, sizeof(buf), "%.2g", v);
   else
     snprintf(buf, sizeof(buf), "%.2f", v);
   return buf;
@@ -91,11 +93,14 @@ void Report::PrintTable(FILE* out) const {
     auto it = index.find(key);
     if (it != index.end()) return rows[it->second];
     index[key] = rows.size();
-    rows.push_back(Row{r.workload, r.ParamLabel(), figure, hb, {-1, -1}, {}});
+    rows.push_back(
+        Row{r.workload, r.ParamLabel(), figure, hb, {-1, -1, -1}, {}});
     return rows.back();
   };
+  bool uring = false;
   for (const Result& r : results_) {
-    int col = r.backend == "kernel" ? 0 : 1;
+    int col = r.backend == "kernel" ? 0 : r.backend == "uepoll" ? 1 : 2;
+    uring |= col == 2;
     if (!r.ok()) {
       row_for(r, r.ops_label, true).note[col] = "skipped";
       continue;
@@ -105,6 +110,8 @@ void Report::PrintTable(FILE* out) const {
     for (const Metric& m : r.metrics)
       if (!m.label.empty())
         row_for(r, m.label, m.higher_better).value[col] = m.value;
+    if (r.syscalls_per_op >= 0)
+      row_for(r, "syscalls/op", false).value[col] = r.syscalls_per_op;
   }
   if (rows.empty()) return;
   size_t wl = 8, pl = 10, fl = 6;
@@ -113,27 +120,33 @@ void Report::PrintTable(FILE* out) const {
     pl = std::max(pl, row.params.size());
     fl = std::max(fl, row.figure.size());
   }
-  fprintf(out, "\n%-*s  %-*s  %-*s  %10s  %10s  %13s\n", int(wl), "workload",
-          int(pl), "parameters", int(fl), "figure", "kernel", "uepoll",
-          "uepoll/kernel");
-  fprintf(out, "%s\n", std::string(wl + pl + fl + 53, '-').c_str());
+  auto ratio = [](const Row& row, int c) -> std::string {
+    if (!(row.value[c] > 0) || row.value[1] < 0) return "-";
+    char buf[48];
+    snprintf(buf, sizeof(buf), "%.2fx %s", row.value[1] / row.value[c],
+             row.higher_better ? "(hi)" : "(lo)");
+    return buf;
+  };
+  fprintf(out, "\n%-*s  %-*s  %-*s  %10s  %10s", int(wl), "workload", int(pl),
+          "parameters", int(fl), "figure", "kernel", "uepoll");
+  if (uring) fprintf(out, "  %10s", "io_uring");
+  fprintf(out, "  %13s", "uepoll/kernel");
+  if (uring) fprintf(out, "  %15s", "uepoll/io_uring");
+  fprintf(out, "\n%s\n",
+          std::string(wl + pl + fl + 53 + (uring ? 29 : 0), '-').c_str());
   for (const Row& row : rows) {
-    std::string cell[2];
-    for (int c = 0; c < 2; ++c)
+    std::string cell[3];
+    for (int c = 0; c < 3; ++c)
       cell[c] = row.value[c] >= 0     ? Human(row.value[c])
                 : row.note[c].empty() ? "-"
                                       : row.note[c];
-    std::string ratio = "-";
-    if (row.value[0] > 0 && row.value[1] >= 0) {
-      char buf[48];
-      snprintf(buf, sizeof(buf), "%.2fx %s", row.value[1] / row.value[0],
-               row.higher_better ? "(hi)" : "(lo)");
-      ratio = buf;
-    }
-    fprintf(out, "%-*s  %-*s  %-*s  %10s  %10s  %13s\n", int(wl),
-            row.workload.c_str(), int(pl), row.params.c_str(), int(fl),
-            row.figure.c_str(), cell[0].c_str(), cell[1].c_str(),
-            ratio.c_str());
+    fprintf(out, "%-*s  %-*s  %-*s  %10s  %10s", int(wl), row.workload.c_str(),
+            int(pl), row.params.c_str(), int(fl), row.figure.c_str(),
+            cell[0].c_str(), cell[1].c_str());
+    if (uring) fprintf(out, "  %10s", cell[2].c_str());
+    fprintf(out, "  %13s", ratio(row, 0).c_str());
+    if (uring) fprintf(out, "  %15s", ratio(row, 2).c_str());
+    fprintf(out, "\n");
   }
   fprintf(
       out,
@@ -175,6 +188,12 @@ bool Report::WriteJson(const std::string& path) const {
       fprintf(f, ", %s: %s", JsonString(m.key).c_str(), Num(m.value).c_str());
     if (r.core_rtt_ns >= 0)
       fprintf(f, ", \"core_rtt_ns\": %s", Num(r.core_rtt_ns).c_str());
+    // null, never a guess, when the counted pass could not count.
+    fprintf(f, ", \"syscalls_per_op\": %s",
+            r.syscalls_per_op >= 0 ? Num(r.syscalls_per_op).c_str() : "null");
+    if (!r.syscalls_note.empty())
+      fprintf(f, ", \"syscalls_note\": %s",
+              JsonString(r.syscalls_note).c_str());
     for (const auto& n : r.notes)
       fprintf(f, ", %s: %s", JsonString(n.first).c_str(),
               JsonString(n.second).c_str());
@@ -213,6 +232,8 @@ void Progress::Finish(const Result& r, double seconds) {
   for (const Metric& m : r.metrics)
     if (!m.label.empty())
       fprintf(stderr, ", %s %s", m.label.c_str(), Human(m.value).c_str());
+  if (r.syscalls_per_op >= 0)
+    fprintf(stderr, ", syscalls/op %s", Human(r.syscalls_per_op).c_str());
   if (r.core_rtt_ns >= 0)
     fprintf(stderr, " (%.1f s; core-to-core %.0f ns)\n", seconds,
             r.core_rtt_ns);

@@ -33,6 +33,12 @@ struct Result {
   std::vector<std::pair<std::string, std::string>> notes;  // JSON only
   std::string error;        // non-empty: skipped, with the reason
   double core_rtt_ns = -1;  // CoreRoundTripNs() just before; JSON only
+  // Syscalls per operation, from the measurement's counted pass (util.h,
+  // SyscallCounter); < 0: not measured, and syscalls_note says why.
+  double syscalls_per_op = -1;
+  std::string syscalls_note;
+  // Set by a workload's SyscallWindow during a counted pass.
+  double syscalls = -1, syscall_ops = -1;
 
   bool ok() const { return error.empty(); }
   double Param(const std::string& key, double dflt = 0) const;
@@ -44,10 +50,12 @@ class Report {
  public:
   void Add(Result r) { results_.push_back(std::move(r)); }
   const std::vector<Result>& results() const { return results_; }
+  std::vector<Result>& mutable_results() { return results_; }
   bool AnyMeasured() const;
 
-  // Rows are (workload, parameters, figure); columns kernel, uepoll and the
-  // uepoll/kernel ratio when both were measured.
+  // Rows are (workload, parameters, figure); columns kernel, uepoll,
+  // io_uring (when any io_uring result is present) and the uepoll/kernel
+  // and uepoll/io_uring ratios where both sides were measured.
   void PrintTable(FILE* out) const;
   // Measured results only; skipped ones are in the table and on stderr.
   bool WriteJson(const std::string& path) const;

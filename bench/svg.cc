@@ -116,6 +116,126 @@ void Panel(std::string& svg, double x0, const std::string& title,
   }
 }
 
+// The at-a-glance chart: for every measurement, uepoll's advantage on its
+// headline figure over the kernel and over io_uring (x > 1: uepoll better),
+// on a log axis from 0.1x to 100x.
+struct RatioRow {
+  std::string label;
+  double vs_kernel = -1, vs_uring = -1;
+};
+
+// The figure a workload is judged by, and whether higher is better.
+std::pair<std::string, bool> Headline(const std::string& workload) {
+  if (workload == "pingpong") return {"p50_ns", false};
+  if (workload == "minwait") return {"cpu_ns_per_event", false};
+  return {"ops_per_sec", true};
+}
+
+double Figure(const Result& r, const std::string& key) {
+  if (key == "ops_per_sec") return r.ops_per_sec;
+  const Metric* m = r.Find(key);
+  return m ? m->value : -1;
+}
+
+std::vector<RatioRow> Ratios(const Report& report) {
+  std::vector<RatioRow> rows;
+  std::map<std::string, size_t> index;
+  std::map<std::string, double> fig[3];  // kernel, uepoll, io_uring
+  for (const Result& r : report.results()) {
+    if (!r.ok()) continue;
+    auto [key, hb] = Headline(r.workload);
+    double v = Figure(r, key);
+    if (v <= 0) continue;
+    std::string label = r.workload + " " + r.ParamLabel();
+    if (r.workload == "minwait") {
+      const char* mode = r.Param("min_wait_us") > 0 ? "min_wait"
+                         : r.Param("sleep_us") > 0  ? "sleep hack"
+                                                    : "plain";
+      label = std::string("minwait ") + mode + " (CPU/event)";
+    } else if (r.workload == "pingpong") {
+      label += " (p50)";
+    }
+    int col = r.backend == "kernel" ? 0 : r.backend == "uepoll" ? 1 : 2;
+    fig[col][label] = v;
+    if (!index.count(label)) {
+      index[label] = rows.size();
+      rows.push_back({label});
+    }
+  }
+  for (RatioRow& row : rows) {
+    auto [key, hb] = Headline(row.label.substr(0, row.label.find(' ')));
+    auto adv = [&, hb = hb](int c) -> double {
+      if (!fig[1].count(row.label) || !fig[c].count(row.label)) return -1;
+      double u = fig[1][row.label], o = fig[c][row.label];
+      return hb ? u / o : o / u;
+    };
+    row.vs_kernel = adv(0);
+    row.vs_uring = adv(2);
+  }
+  std::vector<RatioRow> kept;
+  for (const RatioRow& row : rows)
+    if (row.vs_kernel > 0 || row.vs_uring > 0) kept.push_back(row);
+  return kept;
+}
+
+constexpr double kRowH = 16;
+
+double RatioPanelHeight(const std::vector<RatioRow>& rows) {
+  return rows.empty() ? 0 : 90 + double(rows.size()) * kRowH + 40;
+}
+
+void RatioPanel(std::string& svg, double y0, double width,
+                const std::vector<RatioRow>& rows) {
+  if (rows.empty()) return;
+  const double label_w = 330, x0 = label_w + 20, x1 = width - 40;
+  const double top = y0 + 60, h = double(rows.size()) * kRowH;
+  auto X = [&](double ratio) {
+    double l = std::clamp(log10(ratio), -1.0, 2.0);  // 0.1x .. 100x
+    return x0 + (l + 1) / 3 * (x1 - x0);
+  };
+  svg += Fmt("<text x='%.0f' y='%.0f' text-anchor='middle' font-size='16' "
+             "font-weight='bold'>",
+             width / 2, y0 + 25) +
+         "Every workload at a glance: uepoll's advantage on its headline "
+         "figure (ops/s; pingpong p50; minwait CPU per event)</text>\n";
+  svg += Fmt("<text x='%.0f' y='%.0f' text-anchor='middle' font-size='12'>",
+             width / 2, y0 + 43) +
+         "bars: uepoll vs kernel epoll (red) and vs io_uring (green); "
+         "right of 1x: uepoll better (log scale)</text>\n";
+  for (double t : {0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0}) {
+    double x = X(t);
+    svg += Fmt("<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' stroke='", x, top,
+               x, top + h) +
+           std::string(t == 1.0 ? "#000" : "#ddd") + "'/>\n";
+    svg +=
+        Fmt("<text x='%.1f' y='%.1f' text-anchor='middle' "
+            "font-size='11'>%gx</text>\n",
+            x, top + h + 14, t);
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RatioRow& row = rows[i];
+    double y = top + double(i) * kRowH;
+    svg += Fmt("<text x='%.1f' y='%.1f' text-anchor='end' font-size='11'>",
+               label_w, y + 11) +
+           row.label + "</text>\n";
+    struct Bar {
+      double v;
+      const char* color;
+      const char* name;
+      double dy;
+    };
+    for (const Bar& b : {Bar{row.vs_kernel, "#d62728", "kernel", 1},
+                         Bar{row.vs_uring, "#2ca02c", "io_uring", 8}}) {
+      if (b.v <= 0) continue;
+      double xa = X(1), xb = X(b.v);
+      svg += Fmt("<rect x='%.1f' y='%.1f' width='%.1f' height='6' fill='",
+                 std::min(xa, xb), y + b.dy, std::max(1.0, fabs(xb - xa))) +
+             b.color + "'><title>" + row.label + ": " + Fmt("%.2fx", b.v) +
+             " vs " + b.name + "</title></rect>\n";
+    }
+  }
+}
+
 }  // namespace
 
 bool WriteScalingChart(const std::string& path, const Report& report) {
@@ -148,7 +268,9 @@ bool WriteScalingChart(const std::string& path, const Report& report) {
   }
   size_t rows = (std::max(nested.size(), churn.size()) + 1) / 2;
   double width = kLeft + 2 * kPanelW + kGap + 30;
-  double height = kTop + kPanelH + 70 + double(rows) * 18 + 20;
+  double top_h = kTop + kPanelH + 70 + double(rows) * 18 + 20;
+  std::vector<RatioRow> ratios = Ratios(report);
+  double height = top_h + RatioPanelHeight(ratios);
   std::string svg =
       Fmt("<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' "
           "height='%.0f' font-family='sans-serif'>\n",
@@ -162,6 +284,7 @@ bool WriteScalingChart(const std::string& path, const Report& report) {
   Panel(svg, kLeft, "nested: threads wait on the outermost of a chain", nested);
   Panel(svg, kLeft + kPanelW + kGap,
         "churn: create, ADD, signal, harvest, close", churn);
+  RatioPanel(svg, top_h, width, ratios);
   svg += "</svg>\n";
   FILE* f = fopen(path.c_str(), "w");
   if (!f) {

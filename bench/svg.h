@@ -1,5 +1,6 @@
-// The suite's chart: ops/s by thread count for nested and churn, both
-// backends, as a self-contained SVG file (no dependencies).
+// The suite's chart, a self-contained SVG file (no dependencies): ops/s by
+// thread count for nested and churn, both epoll backends, and below them
+// every workload's ratio to the kernel and to io_uring at a glance.
 #ifndef UEPOLL_BENCH_SVG_H_
 #define UEPOLL_BENCH_SVG_H_
 

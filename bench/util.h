@@ -29,6 +29,7 @@ void PinToCpu(unsigned index);
 // with the host's placement of the vCPUs (115 ns and 495 ns were both seen
 // on the 2-core machine of BENCHMARKS.md, minutes apart), and every
 // multi-threaded figure moves with it, so each measurement records it.
+// -1 also when UEPOLL_BENCH_NO_RTT is set (for runs under valgrind).
 double CoreRoundTripNs();
 
 // The first error any thread hits; the measurement then stops early and is
@@ -92,6 +93,66 @@ class Stats {
  private:
   long n_ = 0;
   double mean_ = 0, m2_ = 0;
+};
+
+// Syscalls made by the whole process, counted by a perf event on the
+// raw_syscalls:sys_enter tracepoint that every thread created after it
+// inherits. Enabling that tracepoint puts every syscall of the machine on
+// the kernel's slow entry path (about 240 ns each here), so it is never open
+// during a timed measurement: RunMeasurement makes a second, short "counted
+// pass" of each measurement with the counter open, and takes syscalls per
+// operation from that pass only.
+class SyscallCounter {
+ public:
+  // Finds the tracepoint's id (tracefs; where it is not mounted, a child
+  // process mounts it in a mount namespace of its own, so the machine's
+  // mounts do not change). Call once from the main thread, before any other
+  // thread exists. False, with the reason in why(), where unavailable.
+  static bool Init();
+  static bool available();
+  static const std::string& why();
+  static void Disable(const std::string& why);  // --no-syscalls
+
+  // Open for the lifetime of the object, counting the calling thread and
+  // every thread it creates from then on.
+  SyscallCounter();
+  ~SyscallCounter();
+  SyscallCounter(const SyscallCounter&) = delete;
+  SyscallCounter& operator=(const SyscallCounter&) = delete;
+  bool ok() const { return fd_ >= 0; }
+  const std::string& error() const { return error_; }
+  // The running total (threads still alive included), or -1.
+  int64_t Read() const;
+
+ private:
+  int fd_ = -1;
+  std::string error_;
+};
+
+// True while the counted pass of a measurement runs (main thread only).
+bool InCountedPass();
+// How long a workload should run: `runtime`, or the counted pass's short
+// time (0.1 s at most).
+double PassRuntime(double runtime);
+
+// A workload marks its measured interval with Start() and Stop(), then
+// gives its operation count to Finish(): outside a counted pass all three do
+// nothing.
+class SyscallWindow {
+ public:
+  void Start();
+  void Stop();
+  // Records the count and the operations on r (Result::syscalls,
+  // Result::syscall_ops).
+  template <class R>
+  void Finish(R* r, double ops) const {
+    if (c1_ < 0 || c0_ < 0) return;
+    r->syscalls = double(c1_ - c0_);
+    r->syscall_ops = ops;
+  }
+
+ private:
+  int64_t c0_ = -1, c1_ = -1;
 };
 
 // p in [0,1]; sorts v.

@@ -67,16 +67,20 @@ Result MeasureChurn(const Backend& b, unsigned long threads, double runtime) {
     });
   }
   gate.WaitArrivals(unsigned(threads));
+  SyscallWindow sys;
+  sys.Start();
   int64_t t0 = NowNs();
   gate.Open();
-  failure.SleepFor(runtime);
+  failure.SleepFor(PassRuntime(runtime));
   done.store(true);
+  sys.Stop();
   group.JoinAll(10, "churn threads");
   double secs = double(NowNs() - t0) / 1e9;
   if (failure.failed()) return r.error = failure.message(), r;
   unsigned long ops = 0;
   for (const Counter& c : counters) ops += c.ops;
   r.ops_per_sec = double(ops) / secs;
+  sys.Finish(&r, r.ops_per_sec * secs);
   return r;
 }
 
@@ -95,9 +99,9 @@ int CmdChurn(int argc, char** argv) {
     if (t > 4096) return BadUsage("-t/--threads: at most 4096");
   double runtime = c.runtime > 0 ? c.runtime : 2;
   Report report;
-  Progress progress(int(c.backends.size() * threads.size()));
+  Progress progress(int(c.For(false).size() * threads.size()));
   for (unsigned long t : threads)
-    for (const Backend* b : c.backends)
+    for (const Backend* b : c.For(false))
       RunMeasurement(progress, report, "churn", *b, "t=" + std::to_string(t),
                      [&] { return MeasureChurn(*b, t, runtime); });
   return FinishCommand(c, report);

@@ -95,7 +95,7 @@ Result MeasureCtl(const Backend& b, const CtlParams& in) {
 
   FdList fds(b);
   RaiseFdLimit(b, long(p.nfds * p.threads * 2 + 50));
-  if (p.perf_output)
+  if (p.perf_output && !InCountedPass())
     printf("# Running 'epoll/ctl' benchmark (%s backend):\n", b.name);
   int epfd = fds.Add(b.epoll_create1(0));
   if (epfd < 0) return r.error = CallError(b, "epoll_create1"), r;
@@ -120,7 +120,7 @@ Result MeasureCtl(const Backend& b, const CtlParams& in) {
         return r.error = CallError(b, "epoll_ctl(ADD)"), r;
     }
   }
-  if (p.perf_output)
+  if (p.perf_output && !InCountedPass())
     printf(
         "Run summary [PID %d]: %lu threads doing epoll_ctl ops %lu "
         "file-descriptors for %g secs.\n\n",
@@ -134,10 +134,13 @@ Result MeasureCtl(const Backend& b, const CtlParams& in) {
     group.Spawn(
         [&, wp = &w] { WorkerLoop(b, p, epfd, *wp, done, gate, failure); });
   gate.WaitArrivals(unsigned(p.threads));
+  SyscallWindow sys;
+  sys.Start();
   int64_t t0 = NowNs();
   gate.Open();
-  failure.SleepFor(p.runtime);
+  failure.SleepFor(PassRuntime(p.runtime));
   done.store(true);
+  sys.Stop();
   if (p.verbose) printf("main thread: toggling done\n");
   group.JoinAll(10, "ctl workers");
   double secs = double(NowNs() - t0) / 1e9;
@@ -150,7 +153,7 @@ Result MeasureCtl(const Backend& b, const CtlParams& in) {
       stats[op].Add(double(w.ops[op]));
       total += double(w.ops[op]);
     }
-    if (!p.perf_output) continue;
+    if (!p.perf_output || InCountedPass()) continue;
     if (p.nfds == 1)
       printf(
           "[thread %2d] fdmap: %p [ add: %04ld; mod: %04ld; del: %04lds ops "
@@ -165,7 +168,7 @@ Result MeasureCtl(const Backend& b, const CtlParams& in) {
           static_cast<const void*>(&w.fdmap[p.nfds - 1]), long(w.ops[kAdd]),
           long(w.ops[kMod]), long(w.ops[kDel]));
   }
-  if (p.perf_output) {
+  if (p.perf_output && !InCountedPass()) {
     static const char* const kNames[kNrOps] = {"ADD", "MOD", "DEL"};
     printf("\n");
     for (int op = kAdd; op < kNrOps; ++op)
@@ -176,6 +179,7 @@ Result MeasureCtl(const Backend& b, const CtlParams& in) {
     fflush(stdout);
   }
   r.ops_per_sec = total / secs;
+  sys.Finish(&r, r.ops_per_sec * secs);
   r.metrics = {{"add_ops_avg", stats[kAdd].mean(), "", true},
                {"mod_ops_avg", stats[kMod].mean(), "", true},
                {"del_ops_avg", stats[kDel].mean(), "", true},
@@ -208,8 +212,8 @@ int CmdCtl(int argc, char** argv) {
   if (p.threads > 4096) return BadUsage("-t/--threads: at most 4096");
   if (c.runtime > 0) p.runtime = c.runtime;
   Report report;
-  Progress progress(int(c.backends.size()));
-  for (const Backend* b : c.backends)
+  Progress progress(int(c.For(false).size()));
+  for (const Backend* b : c.For(false))
     RunMeasurement(progress, report, "ctl", *b, "",
                    [&] { return MeasureCtl(*b, p); });
   return FinishCommand(c, report);

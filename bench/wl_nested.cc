@@ -99,10 +99,13 @@ Result MeasureNested(const Backend& b, unsigned long threads,
     });
   }
   gate.WaitArrivals(unsigned(threads));
+  SyscallWindow sys;
+  sys.Start();
   int64_t t0 = NowNs();
   gate.Open();
-  failure.SleepFor(runtime);
+  failure.SleepFor(PassRuntime(runtime));
   done.store(true);
+  sys.Stop();
   double secs = double(NowNs() - t0) / 1e9;
   stop.Fire(b);
   group.JoinAll(10, "nested threads");
@@ -113,6 +116,7 @@ Result MeasureNested(const Backend& b, unsigned long threads,
     misses += c.misses;
   }
   r.ops_per_sec = double(ops) / secs;
+  sys.Finish(&r, r.ops_per_sec * secs);
   r.metrics = {
       {"misses_per_op", ops ? double(misses) / double(ops) : 0, "", false},
       {"sources", double(sources), "", true}};
@@ -142,10 +146,10 @@ int CmdNested(int argc, char** argv) {
   if (sources == 0) return BadUsage("-f/--sources must be at least 1");
   double runtime = c.runtime > 0 ? c.runtime : 2;
   Report report;
-  Progress progress(int(c.backends.size() * threads.size() * depths.size()));
+  Progress progress(int(c.For(false).size() * threads.size() * depths.size()));
   for (unsigned long d : depths)
     for (unsigned long t : threads)
-      for (const Backend* b : c.backends)
+      for (const Backend* b : c.For(false))
         RunMeasurement(
             progress, report, "nested", *b,
             "t=" + std::to_string(t) + " depth=" + std::to_string(d),

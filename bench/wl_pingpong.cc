@@ -94,10 +94,13 @@ Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime) {
     });
   }
   gate.WaitArrivals(2);
+  SyscallWindow sys;
+  sys.Start();
   int64_t t0 = NowNs();
   gate.Open();
-  failure.SleepFor(runtime);
+  failure.SleepFor(PassRuntime(runtime));
   done.store(true);
+  sys.Stop();
   double secs = double(NowNs() - t0) / 1e9;
   stop.Fire(b);
   group.JoinAll(10, "pingpong threads");
@@ -106,6 +109,7 @@ Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime) {
   all.insert(all.end(), side[1].lat.begin(), side[1].lat.end());
   if (all.empty()) return r.error = "no hop completed", r;
   r.ops_per_sec = double(all.size()) / secs;
+  sys.Finish(&r, r.ops_per_sec * secs);
   double p50 = double(Percentile(all, 0.50)),
          p99 = double(Percentile(all, 0.99));
   r.metrics = {{"p50_ns", p50, "p50 ns", false},
@@ -129,8 +133,8 @@ int CmdPingpong(int argc, char** argv) {
     return BadUsage("--spin-ns: at most 1000000000 (1 s)");
   double runtime = c.runtime > 0 ? c.runtime : 2;
   Report report;
-  Progress progress(int(c.backends.size()));
-  for (const Backend* b : c.backends)
+  Progress progress(int(c.For(true).size()));
+  for (const Backend* b : c.For(true))
     RunMeasurement(
         progress, report, "pingpong", *b, "spin_ns=" + std::to_string(spin_ns),
         [&] { return MeasurePingpong(*b, int64_t(spin_ns), runtime); });

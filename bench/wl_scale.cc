@@ -106,6 +106,8 @@ Result MeasureScale(const Backend& b, unsigned long want, double runtime) {
   std::string caches;
   double rss0 = RssBytes(), heap0 = HeapBytes(),
          slab0 = EpollSlabBytes(&caches);
+  SyscallWindow sys;
+  sys.Start();
   int64_t t0 = NowNs();
   for (unsigned long i = 0; i < n; ++i) {
     struct epoll_event ev = {};
@@ -118,6 +120,8 @@ Result MeasureScale(const Backend& b, unsigned long want, double runtime) {
     }
   }
   int64_t t1 = NowNs();
+  sys.Stop();
+  sys.Finish(&r, double(n));
   double rss1 = RssBytes(), heap1 = HeapBytes(),
          slab1 = EpollSlabBytes(&caches);
   r.ops_per_sec = double(n) / (double(t1 - t0) / 1e9);
@@ -147,7 +151,7 @@ Result MeasureScale(const Backend& b, unsigned long want, double runtime) {
   }
   struct epoll_event evs[64];
   unsigned long waits = 0, empty = 0;
-  const int64_t w0 = NowNs(), end = w0 + int64_t(runtime * 1e9);
+  const int64_t w0 = NowNs(), end = w0 + int64_t(PassRuntime(runtime) * 1e9);
   int64_t now = w0;
   while (now < end) {
     for (int i = 0; i < 256; ++i) {
@@ -212,7 +216,7 @@ int CmdScale(int argc, char** argv) {
       return BadUsage("-N/--registrations: at most 100000000");
   double runtime = c.runtime > 0 ? c.runtime : 1;
   Report report;
-  ScalePlan plan = PlanScale(c.backends, sizes);
+  ScalePlan plan = PlanScale(c.For(false), sizes);
   Progress progress(int(plan.size()));
   RunScale(plan, runtime, progress, report);
   return FinishCommand(c, report);

@@ -37,7 +37,9 @@ Result MeasureThroughput(const Backend& b, unsigned long maxevents,
   const uint64_t one = 1;
   uint64_t val;
   unsigned long events = 0, short_waits = 0;
-  const int64_t t0 = NowNs(), end = t0 + int64_t(runtime * 1e9);
+  SyscallWindow sys;
+  sys.Start();
+  const int64_t t0 = NowNs(), end = t0 + int64_t(PassRuntime(runtime) * 1e9);
   int64_t now = t0;
   while (now < end) {
     for (unsigned long i = 0; i < batch; ++i) {
@@ -56,8 +58,11 @@ Result MeasureThroughput(const Backend& b, unsigned long maxevents,
     }
     now = NowNs();
   }
+  sys.Stop();
+  sys.Finish(&r, double(events));
   r.ops_per_sec = double(events) / (double(now - t0) / 1e9);
   r.metrics = {{"ns_per_event", 1e9 / r.ops_per_sec, "", false},
+               {"events", double(events), "", true},
                {"short_waits", double(short_waits), "", false}};
   return r;
 }
@@ -77,9 +82,10 @@ int CmdThroughput(int argc, char** argv) {
     if (k > 65536) return BadUsage("-k/--maxevents: at most 65536");
   double runtime = c.runtime > 0 ? c.runtime : 2;
   Report report;
-  Progress progress(int(c.backends.size() * maxevents.size()));
+  const auto backends = c.For(true);
+  Progress progress(int(backends.size() * maxevents.size()));
   for (unsigned long k : maxevents)
-    for (const Backend* b : c.backends)
+    for (const Backend* b : backends)
       RunMeasurement(progress, report, "throughput", *b,
                      "maxevents=" + std::to_string(k),
                      [&] { return MeasureThroughput(*b, k, runtime); });

@@ -46,6 +46,18 @@ Result MeasureNested(const Backend& b, unsigned long threads,
 Result MeasureChurn(const Backend& b, unsigned long threads, double runtime);
 Result MeasureThroughput(const Backend& b, unsigned long maxevents,
                          double runtime);
+// churn_own / throughput_own (wl_indep.cc): one instance per thread.
+// spread: each thread's descriptors are followed by unused ones, so that
+// different threads' numbers are never neighbours (throughput only).
+Result MeasureOwn(const Backend& b, bool churn, unsigned long threads,
+                  double runtime, bool spread = false);
+// echo (wl_echo.cc): C connections, S server threads, per-thread instances
+// or one shared instance (EPOLLEXCLUSIVE).
+Result MeasureEcho(const Backend& b, unsigned long conns, unsigned long servers,
+                   bool shared, unsigned long size, double runtime);
+// Adds "x of 1 thread" (ops(t) / ops(1)) to every result with t > 1 whose
+// 1-thread twin is in the report.
+void AddScaling(Report& report);
 Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime);
 // The registrations a scale run of `want` can make on b: the kernel's is
 // capped by RLIMIT_NOFILE's hard limit. Raises the limit as a side effect.
@@ -80,7 +92,31 @@ int CmdThroughput(int argc, char** argv);
 int CmdPingpong(int argc, char** argv);
 int CmdScale(int argc, char** argv);
 int CmdMinWait(int argc, char** argv);
+int CmdOwn(int argc, char** argv);
+int CmdEcho(int argc, char** argv);
 int CmdSuite(int argc, char** argv);
+
+// After a measurement, its counted pass: the same measurement again, short
+// (PassRuntime), with the syscall counter open, for r.syscalls_per_op.
+template <class F>
+void CountSyscalls(Result& r, F measure) {
+  if (!SyscallCounter::available()) {
+    r.syscalls_note = "syscall counter unavailable: " + SyscallCounter::why();
+    return;
+  }
+  SyscallCounter counter;
+  if (!counter.ok()) {
+    r.syscalls_note = "syscall counter unavailable: " + counter.error();
+    return;
+  }
+  Result c = measure();
+  if (!c.ok())
+    r.syscalls_note = "counted pass failed: " + c.error;
+  else if (c.syscall_ops > 0 && c.syscalls >= 0)
+    r.syscalls_per_op = c.syscalls / c.syscall_ops;
+  else
+    r.syscalls_note = "counted pass completed no operation";
+}
 
 // Runs one measurement between two progress lines and files the result.
 template <class F>
@@ -91,7 +127,9 @@ void RunMeasurement(Progress& progress, Report& report, const char* workload,
   int64_t t0 = NowNs();
   Result r = measure();
   r.core_rtt_ns = rtt;
-  progress.Finish(r, static_cast<double>(NowNs() - t0) / 1e9);
+  double secs = static_cast<double>(NowNs() - t0) / 1e9;
+  if (r.ok()) CountSyscalls(r, measure);
+  progress.Finish(r, secs);
   report.Add(std::move(r));
 }
 

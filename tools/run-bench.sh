@@ -6,15 +6,17 @@
 #   tools/run-bench.sh [extra suite options, e.g. -r 1 or --backend kernel]
 #
 # Results: build/release/bench.json (one object per measurement) and
-# build/release/bench.svg (ops/s by thread count for nested and churn).
+# build/release/bench.svg (ops/s by thread count for nested and churn, and
+# every workload's ratio to the kernel and to io_uring).
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
 
 # The project's build dependencies (Debian 12 names; the release preset also
-# configures the tests, hence GoogleTest); apt-get runs only if one is missing.
-deps=(cmake ninja-build g++ libgtest-dev libbenchmark-dev)
+# configures the tests, hence GoogleTest; liburing-dev for the io_uring
+# backend); apt-get runs only if one is missing.
+deps=(cmake ninja-build g++ libgtest-dev libbenchmark-dev liburing-dev)
 missing=()
 if command -v dpkg >/dev/null; then
   for p in "${deps[@]}"; do

@@ -14,11 +14,13 @@
 set -euo pipefail
 
 # Debian 12 package names. libbenchmark-dev: Google Benchmark, for bench/;
-# libclang-rt-14-dev: clang's fuzzer runtime, for the libFuzzer target in CI;
-# dpkg-dev and file: CPack's Debian package (dpkg-shlibdeps); groff-base:
-# the manual pages' render check; man-db: the installed package's check.
+# liburing-dev: uepoll-bench's io_uring backend (optional: without it the
+# bench builds and skips io_uring); libclang-rt-14-dev: clang's fuzzer
+# runtime, for the libFuzzer target in CI; dpkg-dev and file: CPack's Debian
+# package (dpkg-shlibdeps); groff-base: the manual pages' render check;
+# man-db: the installed package's check.
 readonly PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev
-                   libbenchmark-dev
+                   libbenchmark-dev liburing-dev
                    pkg-config dpkg-dev file groff-base man-db)
 
 usage() { sed -n '2,14s/^# \{0,1\}//p' "$0"; }

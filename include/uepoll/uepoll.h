@@ -142,6 +142,17 @@ UEPOLL_API int uepoll_dup3(int oldfd, int newfd, int flags);
 UEPOLL_API int uepoll_fcntl(int fd, int cmd, ...);
 UEPOLL_API int uepoll_poll(struct pollfd *fds, nfds_t nfds, int timeout);
 
+/* EPOLL_CTL_MIN_WAIT of the min_wait patch set (seed 004), never merged
+ * into Linux (whose epoll_ctl fails op 4 with EINVAL): ev->data.u64 is the
+ * instance's minimum wait in microseconds (kept to its low 32 bits, as the
+ * patch's unsigned int field did), 0 turns it off, fd is ignored; the call
+ * returns the previous value in microseconds (at most INT_MAX). The value
+ * is the min_wait_ns of uepoll_epoll_set_params (times 1000), used by
+ * uepoll_epoll_wait, _pwait and _pwait2 when maxevents > 1, never for a
+ * zero timeout. Errors: event NULL -> EFAULT, epfd not open -> EBADF, not
+ * an instance -> EINVAL. */
+#define UEPOLL_EPOLL_CTL_MIN_WAIT 4
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -13,10 +13,12 @@ extern "C" {
 
 int uepoll_debug_live_counts(struct uepoll_live_counts *out) {
   if (!out) return uepoll::impl::ToErrno(-EFAULT);
-  out->files = Live::files.load(std::memory_order_relaxed);
-  out->items = Live::items.load(std::memory_order_relaxed);
-  out->descriptors = Live::descriptors.load(std::memory_order_relaxed);
-  out->instances = Live::instances.load(std::memory_order_relaxed);
+  // Exact when the process is quiescent (core/live.h).
+  uepoll::impl::LiveCounts c = Live::Sum();
+  out->files = c.files;
+  out->items = c.items;
+  out->descriptors = c.descriptors;
+  out->instances = c.instances;
   return 0;
 }
 

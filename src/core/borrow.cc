@@ -1,5 +1,6 @@
 #include "core/borrow.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <new>
@@ -60,6 +61,26 @@ BorrowRecord* AcquireRecord() {
                                             std::memory_order_relaxed));
   return r;
 }
+
+// fork(): only the forking thread exists in the child. Borrows that other
+// parent threads held at the fork would make every closer of those files
+// wait forever in the child: drop them, and free those threads' records.
+// Their pinned references stay counted (the child never drops them: a
+// leak, not a hang). At the child handler no other thread runs, so plain
+// stores suffice.
+void ForkChild() {
+  for (BorrowRecord* r = g_records.load(std::memory_order_relaxed); r;
+       r = r->next) {
+    if (r == tl_record) continue;
+    for (int i = 0; i < BorrowRecord::kSlots; ++i) {
+      r->hazard[i].store(nullptr, std::memory_order_relaxed);
+      r->valid[i] = false;
+      r->pinned[i] = nullptr;
+    }
+    r->in_use.store(false, std::memory_order_relaxed);
+  }
+}
+[[maybe_unused]] const int g_atfork = pthread_atfork(nullptr, nullptr, ForkChild);
 
 }  // namespace
 

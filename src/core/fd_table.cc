@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,23 @@ FdTable& FdTable::Get() {
   return *table;
 }
 
+// fork(): counted lookups and close/dup2 steps that other parent threads
+// were in at the fork never finish in the child, where those threads do not
+// exist; a closer would wait for them forever. Drop them. (Borrows are
+// dropped by core/borrow.cc's own handler.)
+void FdTable::ForkChild() {
+  FdTable& t = Get();
+  for (long c = 0; c < kMaxChunks; ++c) {
+    Chunk* chunk = t.chunks_[c].load(std::memory_order_relaxed);
+    if (!chunk) continue;
+    for (auto& slot : chunk->slots) {
+      slot.fetch_and(~(kCountMask | kBusyBit), std::memory_order_relaxed);
+    }
+  }
+}
+
 FdTable::FdTable() {
+  pthread_atfork(nullptr, nullptr, ForkChild);
   const char* env = getenv("UEPOLL_FD_MODE");
   if (env && strcmp(env, "disjoint") == 0) {
     mode_.store(kModeDisjointBit, std::memory_order_relaxed);

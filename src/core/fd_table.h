@@ -176,6 +176,7 @@ class FdTable {
   };
 
   FdTable();
+  static void ForkChild();
   // The table index of fd, or -1 when fd is outside the mode's range.
   long Index(int fd) const;
   int FdOf(long idx) const {

@@ -3,8 +3,11 @@
 #include "epoll/eventpoll.h"
 
 #include <errno.h>
+#include <limits.h>
 
 #include <new>
+
+#include <uepoll/uepoll.h>
 
 #include "core/fd_table.h"
 #include "epoll/nesting.h"
@@ -206,6 +209,10 @@ void EpollReleaseFile(File* file) {
     }
     Eventpoll* ep = epi->ep;
     {
+      // watch_lock_ dropped, mtx_ taken (the lock order): what was decided
+      // under watch_lock_ is only the claim, and `dying` keeps it valid -
+      // the instance's close and DEL leave a dying item (and its instance
+      // reference) to us. RemoveLocked re-takes watch_lock_ to unlink.
       MutexLock m(ep->mtx_);
       ep->RemoveLocked(epi, /*force=*/true);
     }
@@ -246,6 +253,14 @@ void Eventpoll::Release() NO_THREAD_SAFETY_ANALYSIS {
 
 int Eventpoll::Ctl(int op, File* tfile, int fd,
                    epoll_event ev) NO_THREAD_SAFETY_ANALYSIS {
+  if (op == UEPOLL_EPOLL_CTL_MIN_WAIT) {
+    // The patch stored data in an unsigned int of microseconds and returned
+    // the old value; no lock, as there: the word is independent of the rest.
+    uint64_t ns = uint64_t{static_cast<uint32_t>(ev.data.u64)} * 1000;
+    uint64_t old_us =
+        min_wait_ns_.exchange(ns, std::memory_order_relaxed) / 1000;
+    return old_us > uint64_t{INT_MAX} ? INT_MAX : static_cast<int>(old_us);
+  }
   // Allocate outside the locks, so that no thread waits for mtx_ while the
   // holder is in the allocator: the item for ADD, and a bigger bucket array
   // if the table looks like it will need one.
@@ -283,6 +298,10 @@ int Eventpoll::Ctl(int op, File* tfile, int fd,
       goto unlock_nested;
     }
     mtx_.Lock();
+    // Relock: the only decision taken under the first hold was "do the
+    // full check", and doing it when no longer needed is merely slower
+    // (ep_ctl does the same). The item lookup, the table growth and the
+    // path check all run under the re-taken mtx_.
   }
 
   {
@@ -404,6 +423,11 @@ int EpollCtl(int epfd, int op, int fd, const epoll_event* event) {
   if (op != EPOLL_CTL_DEL) {
     if (!event) return -EFAULT;
     ev = *event;
+  }
+  // The min_wait patch's op checks the instance only: fd is not looked up.
+  if (op == UEPOLL_EPOLL_CTL_MIN_WAIT) {
+    if (!f->is_epoll()) return -EINVAL;
+    return static_cast<Eventpoll*>(f.get())->Ctl(op, nullptr, fd, ev);
   }
   FileBorrow tf = t.Borrow(fd);
   if (!tf) {

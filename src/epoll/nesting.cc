@@ -1,5 +1,7 @@
 #include "epoll/nesting.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 namespace uepoll::impl {
@@ -8,6 +10,23 @@ namespace {
 Mutex g_nested;
 // Written under g_nested, read by ADD under an instance's mtx_.
 std::atomic<uint64_t> g_loop_check_gen{1};
+
+// fork() safety (issue 15, bug 5). g_nested is the one process-wide lock
+// (every other lock belongs to an object), so a child must never inherit
+// it held: a thread of the parent inside a nested ADD at the fork does
+// not exist in the child to release it, and the child's own first nested
+// ADD - on instances it made itself - would block forever. The prepare
+// handler takes it, so no check is in progress while fork() copies the
+// address space (the check's generation and the gen_ marks it leaves on
+// instances are then consistent too); the parent releases it; the child
+// releases the copy its forking thread holds. Lock order: g_nested is the
+// outermost uepoll lock, and fork() is never called with a uepoll lock
+// held (handlers run before glibc takes its own locks, so a nested ADD
+// that allocates finishes first).
+void PrepareFork() NO_THREAD_SAFETY_ANALYSIS { g_nested.Lock(); }
+void AfterFork() NO_THREAD_SAFETY_ANALYSIS { g_nested.Unlock(); }
+[[maybe_unused]] const int g_atfork_registered =
+    pthread_atfork(PrepareFork, AfterFork, AfterFork);
 
 // The kernel's path_limits: paths of length 1 are unlimited; 500 of length
 // 2, 100 of 3, 50 of 4 and 10 of 5 may reach one source.

@@ -1,6 +1,7 @@
 // The ADD-time checks for nested instances (the kernel's ep_loop_check and
 // reverse_path_check), and the one process-wide lock in uepoll, g_nested,
-// which only such an ADD takes.
+// which only such an ADD takes. It is fork-safe: pthread_atfork handlers
+// take it before fork() and release it in parent and child (nesting.cc).
 //
 // Thread safety: every function here requires NestingLock() held. They
 // take instances' mtx_ (downward walk) and files' watch_lock_ (upward

@@ -2,6 +2,7 @@
 // the sleep/wake protocol of waiters. The protocol is in eventpoll.h.
 #include <errno.h>
 
+#include <algorithm>
 #include <cassert>
 
 #include "core/borrow.h"
@@ -191,20 +192,24 @@ int Eventpoll::Wait(epoll_event* events, int maxevents, const WaitArgs& args) {
     uint32_t busy_us = busy_poll_usecs_.load(std::memory_order_relaxed);
     if (busy_us && !avail_.load(std::memory_order_acquire)) {
       PinBorrowed();  // closers must not wait out the spin
-      // Spin for events before sleeping; bounded by the deadline too.
-      int64_t until = Deadline::NowNs() + int64_t{busy_us} * 1000;
-      if (!args.deadline.is_infinite() && args.deadline.at_ns() < until) {
-        until = args.deadline.at_ns();
-      }
+      // Spin for events before sleeping; bounded by the deadline too
+      // (at_ns() of an infinite deadline is INT64_MAX). Saturating, though
+      // busy_poll_usecs <= UINT32_MAX cannot overflow today.
+      int64_t until = std::min(
+          SaturatingAdd(Deadline::NowNs(), SaturatingMul(busy_us, 1000)),
+          args.deadline.at_ns());
       while (!avail_.load(std::memory_order_acquire) &&
              Deadline::NowNs() < until) {
         for (int i = 0; i < 16; ++i) CpuRelax();
       }
     }
-    int64_t min_wait = args.min_wait_ns >= 0
-                           ? args.min_wait_ns
-                           : static_cast<int64_t>(
-                                 min_wait_ns_.load(std::memory_order_relaxed));
+    // The instance's default is a uint64_t: beyond INT64_MAX it saturates
+    // (as pwait3's argument does) instead of turning negative ("none").
+    int64_t min_wait =
+        args.min_wait_ns >= 0
+            ? args.min_wait_ns
+            : static_cast<int64_t>(std::min<uint64_t>(
+                  min_wait_ns_.load(std::memory_order_relaxed), INT64_MAX));
     if (min_wait > 0 && maxevents > 1) {
       int n = MinWait(events, maxevents, args, min_wait);
       if (n != 0) return n;
@@ -225,10 +230,10 @@ int Eventpoll::Wait(epoll_event* events, int maxevents, const WaitArgs& args) {
 // twice otherwise); the final harvest then serves the uepoll half only.
 int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
                        int64_t min_wait_ns) NO_THREAD_SAFETY_ANALYSIS {
-  Deadline until = Deadline::AfterNs(min_wait_ns);
-  if (!args.deadline.is_infinite() && args.deadline.at_ns() < until.at_ns()) {
-    until = args.deadline;
-  }
+  // Saturating: a min_wait too long to add to now is forever, and then the
+  // timeout alone ends the phase.
+  Deadline until =
+      Deadline::Earlier(Deadline::AfterNs(min_wait_ns), args.deadline);
   int collected = 0;  // kernel-half events already in events[0..collected)
   bool watch_kernel = true;
   auto finish = [&] {

@@ -43,6 +43,8 @@ ssize_t EventFd::Read(void* buf, size_t n) {
       });
       if (r) return r;
     }
+    // After WaitEventLocked dropped and re-took wq_.lock_: the count is
+    // reloaded here, under the lock, never taken from before the sleep.
     uint64_t c = count_.load(std::memory_order_relaxed);
     v = semaphore_ ? 1 : c;
     count_.store(c - v, std::memory_order_seq_cst);
@@ -67,6 +69,8 @@ ssize_t EventFd::Write(const void* buf, size_t n) {
     });
     if (r) return r;
   }
+  // After WaitEventLocked dropped and re-took wq_.lock_: the room test held
+  // under the re-taken lock, and the count is reloaded for the add.
   count_.store(count_.load(std::memory_order_relaxed) + v,
                std::memory_order_seq_cst);
   wq_.WakeUpLocked(EPOLLIN, 1);

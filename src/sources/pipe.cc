@@ -200,6 +200,9 @@ ssize_t PipeInode::Read(void* buf, size_t count, bool nonblock) {
       return r;
     }
     mu_.Lock();
+    // Relock: nothing decided before the drop is used. The wake owed to
+    // writers was issued above; emptiness, writers_ and FullLocked() are
+    // re-tested by the loop; wake_next_reader is re-checked at the end.
     wake_next_reader = true;
   }
   if (EmptyLocked()) wake_next_reader = false;
@@ -269,6 +272,14 @@ ssize_t PipeInode::Write(const void* buf, size_t count, bool nonblock,
           mu_.Unlock();
           oom = !pool.Fill(PagesWanted(left));
           mu_.Lock();
+          // Relock: was_empty recomputed because a reader may have drained
+          // the pipe while mu_ was dropped and gone to sleep on rd_wait_;
+          // the page written next makes the pipe non-empty again, and this
+          // write is then the only one that can wake it (issue 15, bug 1).
+          // OR-ed in: a wake owed for what we wrote before the drop is
+          // still owed. readers_ and the slot count are re-tested by the
+          // loop below, the merge is not retried (D15).
+          was_empty = was_empty || EmptyLocked();
           page = pool.Take();
         }
         if (!page) {
@@ -308,6 +319,8 @@ ssize_t PipeInode::Write(const void* buf, size_t count, bool nonblock,
                       [this] { return Writable(); });
     if (r == 0 && !oom) oom = !pool.Fill(PagesWanted(left) - Cached(left));
     mu_.Lock();
+    // Relock: was_empty recomputed (the wake owed so far was issued just
+    // above); readers_ and the slot count are re-tested by the loop.
     was_empty = EmptyLocked();
     wake_next_writer = true;
     if (r) {

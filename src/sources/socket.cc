@@ -161,6 +161,8 @@ ssize_t UnixPair::Read(int me, void* buf, size_t count, bool nonblock) {
                         [this, me] { return RecvReady(me); });
       if (r) return r;
       mu_.Lock();
+      // Relock: the loop re-reads the queue, err and shutdown; nothing was
+      // copied before the sleep, so wake_writer is still false.
       continue;
     }
     if (UserFault(out + copied)) {  // the copy-out faults: nothing consumed
@@ -231,6 +233,8 @@ ssize_t UnixPair::Write(int me, const void* buf, size_t count, bool nonblock) {
                         sent ? SignalRule::kPartial : SignalRule::kRestartable,
                         [this, me] { return SendReady(me); });
       mu_.Lock();
+      // Relock: err, shutdown and the charge are re-tested (here and by
+      // the loop), never taken from before the sleep.
       if (r && !(side_[me].wmem < kSndBuf)) {
         err = r;
         break;
@@ -255,6 +259,11 @@ ssize_t UnixPair::Write(int me, const void* buf, size_t count, bool nonblock) {
     }
     std::memcpy(skb->data(), in + sent, size);
     mu_.Lock();
+    // Relock: the peer's state is re-tested (it may have closed or shut
+    // down while we allocated), as unix_stream_sendmsg does under the
+    // peer's lock. Our own err/shutdown are not: the kernel checks them
+    // only in sock_alloc_send_pskb, before the copy, as we did. The wake
+    // below is unconditional, so no wake decision can be stale.
     Side& other = side_[peer];
     if (other.dead || (other.shutdown & kRcvShutdown)) {
       mu_.Unlock();
