@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "base/mutex.h"
+#include "base/sys.h"
 
 namespace uepoll::impl {
 
@@ -70,7 +71,7 @@ bool ModWake(int pkep, int efd, uint32_t events) {
   if (pkep < 0 || efd < 0) return false;
   epoll_event ev{};
   ev.events = events;
-  return ::epoll_ctl(pkep, EPOLL_CTL_MOD, efd, &ev) == 0;
+  return sys::EpollCtl(pkep, EPOLL_CTL_MOD, efd, &ev) == 0;
 }
 
 // The relative timeout of one sleep; nullptr for an infinite deadline.
@@ -96,8 +97,8 @@ void ParkerRegistry::Child() {
     Parker* p = UEPOLL_CONTAINER_OF(n, Parker, registry_node_);
     int ep = p->pkep_.exchange(-1, std::memory_order_relaxed);
     int ef = p->efd_.exchange(-1, std::memory_order_relaxed);
-    if (ep >= 0) ::close(ep);
-    if (ef >= 0) ::close(ef);
+    if (ep >= 0) sys::Close(ep);
+    if (ef >= 0) sys::Close(ef);
   }
   r.parkers.Reset();
   if (tl_self) {
@@ -130,8 +131,8 @@ Parker::~Parker() {
   int ef = efd_.load(std::memory_order_relaxed);
   // Close them only if they are still ours (parker.h).
   if (ModWake(ep, ef, 0)) {
-    ::close(ep);
-    ::close(ef);
+    sys::Close(ep);
+    sys::Close(ef);
   }
 }
 
@@ -139,13 +140,13 @@ bool Parker::EnsureFds() {
   if (pkep_.load(std::memory_order_relaxed) >= 0) return true;
   // Count 1 forever: readable at all times; the registration's events
   // decide whether pkep_ reports it.
-  int ef = ::eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+  int ef = sys::Eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
   if (ef < 0) return false;
-  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  int ep = sys::EpollCreate1(EPOLL_CLOEXEC);
   epoll_event ev{};  // no events: disarmed
-  if (ep < 0 || ::epoll_ctl(ep, EPOLL_CTL_ADD, ef, &ev) != 0) {
-    if (ep >= 0) ::close(ep);
-    ::close(ef);
+  if (ep < 0 || sys::EpollCtl(ep, EPOLL_CTL_ADD, ef, &ev) != 0) {
+    if (ep >= 0) sys::Close(ep);
+    sys::Close(ef);
     return false;
   }
   efd_.store(ef, std::memory_order_relaxed);
@@ -201,7 +202,7 @@ unsigned Parker::SleepFd(const Deadline& deadline, const sigset_t* mask,
   timespec ts;
   // ppoll is one of libc's cancellation points, never restarted after a
   // handler, and installs the mask atomically.
-  int r = ::ppoll(fds, n, SleepTimeout(deadline, &ts), mask);
+  int r = sys::Ppoll(fds, n, SleepTimeout(deadline, &ts), mask);
   if (r > 0) {
     if (fds[0].revents & POLLNVAL) return kRetry;
     unsigned res = 0;
@@ -227,7 +228,7 @@ unsigned Parker::SleepDegraded(const Deadline& deadline, const sigset_t* mask,
     if (left > kPollNs) left = kPollNs;
     timespec ts{static_cast<time_t>(left / 1000000000),
                 static_cast<long>(left % 1000000000)};
-    int r = ::ppoll(kfds + 1, nkfds - 1, &ts, mask);
+    int r = sys::Ppoll(kfds + 1, nkfds - 1, &ts, mask);
     if (r > 0) return kKernelReady;
     if (r < 0) return kInterrupted;
     return deadline.Expired() ? kTimedOut : 0;

@@ -10,7 +10,7 @@
 #include "capi/errors.h"
 #include "core/fd_table.h"
 #include "epoll/eventpoll.h"
-#include "kernel/sys.h"
+#include "base/sys.h"
 
 using uepoll::impl::Deadline;
 using uepoll::impl::kNotUepoll;

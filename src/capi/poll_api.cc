@@ -26,7 +26,7 @@
 #include "capi/errors.h"
 #include "core/fd_table.h"
 #include "kernel/bridge.h"
-#include "kernel/sys.h"
+#include "base/sys.h"
 
 namespace uepoll::impl {
 namespace {

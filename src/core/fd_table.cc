@@ -12,7 +12,7 @@
 
 #include "base/mutex.h"
 #include "kernel/placeholder.h"
-#include "kernel/sys.h"
+#include "base/sys.h"
 
 namespace uepoll::impl {
 namespace {

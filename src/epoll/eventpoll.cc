@@ -12,7 +12,7 @@
 #include "core/fd_table.h"
 #include "epoll/nesting.h"
 #include "kernel/bridge.h"
-#include "kernel/sys.h"
+#include "base/sys.h"
 
 namespace uepoll::impl {
 namespace {

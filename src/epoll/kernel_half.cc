@@ -34,7 +34,7 @@
 #include "epoll/eventpoll.h"
 #include "epoll/nesting.h"
 #include "kernel/bridge.h"
-#include "kernel/sys.h"
+#include "base/sys.h"
 
 namespace uepoll::impl {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "base/alloc.h"
 #include "base/mutex.h"
-#include "kernel/sys.h"
+#include "base/sys.h"
 
 namespace uepoll::impl {
 namespace {
@@ -50,7 +50,7 @@ bool Ensure(State& s) REQUIRES(s.mu) {
   }
   int g = sys::EpollCreate1(EPOLL_CLOEXEC);
   if (g < 0) return false;
-  int e = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  int e = sys::Eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   epoll_event ev{};
   if (e < 0 || sys::EpollCtl(g, EPOLL_CTL_ADD, e, &ev) != 0) {
     if (e >= 0) sys::Close(e);

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 
-#include "kernel/sys.h"
+#include "base/sys.h"
 
 namespace uepoll::impl {
 namespace {

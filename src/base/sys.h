@@ -1,18 +1,20 @@
-// sys: every call uepoll makes to the kernel on a descriptor it does not
-// own the state of (a kernel descriptor passed to a uepoll_* call, a
-// placeholder, an instance's kernel epoll) goes through here, so that the
-// one place that decides how libc is reached is this file (an interposing
-// build must reach the next definition of each name, not its own).
+// sys: every libc call uepoll makes on a descriptor (a kernel descriptor
+// passed to a uepoll_* call, a placeholder, an instance's kernel epoll, the
+// parker's and the bridge's own descriptors) goes through here, so that the
+// one place that decides how libc is reached is this file: a build that
+// interposes the libc names must reach the next definition of each name,
+// not its own.
 //
 // Each function behaves exactly as its libc namesake: -1 and errno on
 // failure, errno untouched on success.
-#ifndef UEPOLL_SRC_KERNEL_SYS_H_
-#define UEPOLL_SRC_KERNEL_SYS_H_
+#ifndef UEPOLL_SRC_BASE_SYS_H_
+#define UEPOLL_SRC_BASE_SYS_H_
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -34,6 +36,9 @@ inline int Fcntl(int fd, int cmd, unsigned long arg) {
 inline int Shutdown(int fd, int how) { return ::shutdown(fd, how); }
 inline int Open(const char* path, int flags) { return ::open(path, flags); }
 inline int EpollCreate1(int flags) { return ::epoll_create1(flags); }
+inline int Eventfd(unsigned int initval, int flags) {
+  return ::eventfd(initval, flags);
+}
 inline int EpollCtl(int epfd, int op, int fd, epoll_event* ev) {
   return ::epoll_ctl(epfd, op, fd, ev);
 }
@@ -52,4 +57,4 @@ inline int Ppoll(pollfd* fds, nfds_t n, const timespec* timeout,
 
 }  // namespace uepoll::impl::sys
 
-#endif  // UEPOLL_SRC_KERNEL_SYS_H_
+#endif  // UEPOLL_SRC_BASE_SYS_H_
