@@ -36,6 +36,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace uepoll_test {
 
@@ -132,15 +133,29 @@ inline bool IsSleepSyscall(long nr) {
   return false;
 }
 
-// One check: tid sleeps in one of kSleepSyscalls and stayed asleep in that
-// same call for 2 ms (see the file comment for why twice).
-inline bool SleepsInSyscall(pid_t tid) {
-  TaskSnapshot a = Snapshot(tid);
-  if (a.state != 'S' || !IsSleepSyscall(a.nr) || a.switches < 0) return false;
+// One check: every thread of tids sleeps in one of kSleepSyscalls and
+// stayed asleep in that same call for 2 ms (see the file comment for why
+// twice). One 2 ms pause serves all of them.
+inline bool AllSleepInSyscalls(const std::vector<pid_t>& tids) {
+  std::vector<TaskSnapshot> first;
+  for (pid_t tid : tids) {
+    TaskSnapshot a = Snapshot(tid);
+    if (a.state != 'S' || !IsSleepSyscall(a.nr) || a.switches < 0) {
+      return false;
+    }
+    first.push_back(a);
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  TaskSnapshot b = Snapshot(tid);
-  return b.state == 'S' && b.syscall == a.syscall && b.switches == a.switches;
+  for (size_t i = 0; i < tids.size(); ++i) {
+    TaskSnapshot b = Snapshot(tids[i]);
+    if (b.state != 'S' || b.syscall != first[i].syscall ||
+        b.switches != first[i].switches) {
+      return false;
+    }
+  }
+  return true;
 }
+inline bool SleepsInSyscall(pid_t tid) { return AllSleepInSyscalls({tid}); }
 
 // Polls pred until it holds or the deadline passes; returns pred's last value.
 template <class Pred>
