@@ -6,6 +6,7 @@
 #include <atomic>
 #include <barrier>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -257,9 +258,15 @@ class ThreadsCtlRace : public ThreadsRace {
   template <class Reset, class CtlCall>
   std::pair<int, int> Rounds(int ep, int src, Reset reset, CtlCall ctl) {
     const Backend* b = &B();
+    // Two CPUs when there are: the race needs both threads running at once.
+    const std::vector<int> cpus = AllowedCpus();
+    std::optional<ScopedCpuPin> pin;
+    if (cpus.size() >= 2) pin.emplace(cpus[0]);
     std::atomic<int> go{0};    // the round the writer may write in; -1: quit
     std::atomic<int> done{0};  // the last round the writer wrote in
     std::thread writer([&] {
+      std::optional<ScopedCpuPin> writer_pin;
+      if (cpus.size() >= 2) writer_pin.emplace(cpus[1]);
       for (int round = 1;; ++round) {
         if (!SpinUntil(
                 [&] { return go.load(std::memory_order_acquire) >= round; },

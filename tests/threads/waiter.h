@@ -24,6 +24,7 @@
 #define UEPOLL_TESTS_THREADS_WAITER_H_
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -156,6 +157,41 @@ inline bool AllSleepInSyscalls(const std::vector<pid_t>& tids) {
   return true;
 }
 inline bool SleepsInSyscall(pid_t tid) { return AllSleepInSyscalls({tid}); }
+
+// The CPUs the calling thread may run on.
+inline std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// Pins the calling thread to one CPU for the object's lifetime. Races that
+// need two threads to run at the same time pin them to different CPUs:
+// left to itself, a loaded scheduler may keep both on one CPU, where they
+// only ever take turns and the race never happens.
+class ScopedCpuPin {
+ public:
+  explicit ScopedCpuPin(int cpu) {
+    ok_ = sched_getaffinity(0, sizeof old_, &old_) == 0;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    ok_ = ok_ && sched_setaffinity(0, sizeof one, &one) == 0;
+  }
+  ~ScopedCpuPin() {
+    if (ok_) sched_setaffinity(0, sizeof old_, &old_);
+  }
+  ScopedCpuPin(const ScopedCpuPin&) = delete;
+  ScopedCpuPin& operator=(const ScopedCpuPin&) = delete;
+
+ private:
+  cpu_set_t old_;
+  bool ok_ = false;
+};
 
 // Polls pred until it holds or the deadline passes; returns pred's last value.
 template <class Pred>
