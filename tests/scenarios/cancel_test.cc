@@ -157,6 +157,7 @@ class CancelScenario : public BackendTest {
   }
 };
 
+// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, EpollWait) {
   int ep, efd;
   Instance(&ep, &efd);
@@ -169,6 +170,7 @@ TEST_P(CancelScenario, EpollWait) {
   ExpectInstanceStillWorks(ep, efd);
 }
 
+// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, EpollPwaitWithAMask) {
   int ep, efd;
   Instance(&ep, &efd);
@@ -184,6 +186,7 @@ TEST_P(CancelScenario, EpollPwaitWithAMask) {
   ExpectInstanceStillWorks(ep, efd);
 }
 
+// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, EpollPwait2) {
   int ep, efd;
   Instance(&ep, &efd);
@@ -199,6 +202,7 @@ TEST_P(CancelScenario, EpollPwait2) {
 // uepoll only: the kernel has no pwait3. The waiter sits in its min_wait
 // phase (2 of 2 events wanted, none ready); afterwards two items fire, which
 // makes a wakeup pick a min_wait waiter.
+// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, Pwait3InItsMinWait) {
   if (IsKernel()) GTEST_SKIP() << "pwait3 and min_wait are uepoll's";
   int ep, efd;
@@ -227,6 +231,7 @@ TEST_P(CancelScenario, Pwait3InItsMinWait) {
   ExpectInstanceStillWorks(ep, efd);
 }
 
+// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, BlockingReadOfAnEmptyPipe) {
   int p[2];
   Pipe(p);
@@ -248,6 +253,7 @@ TEST_P(CancelScenario, BlockingReadOfAnEmptyPipe) {
   EXPECT_EQ(w.result(), 3);
 }
 
+// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, BlockingWriteToAFullPipe) {
   int p[2];
   Pipe(p);
@@ -263,6 +269,7 @@ TEST_P(CancelScenario, BlockingWriteToAFullPipe) {
   ExpectBlockedWriterIsWoken(p[1], p[0]);
 }
 
+// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, BlockingReadOfASocket) {
   int sv[2];
   SocketPair(sv);
@@ -284,6 +291,7 @@ TEST_P(CancelScenario, BlockingReadOfASocket) {
   EXPECT_EQ(w.result(), 3);
 }
 
+// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, BlockingWriteToAFullSocket) {
   int sv[2];
   SocketPair(sv);
@@ -298,6 +306,7 @@ TEST_P(CancelScenario, BlockingWriteToAFullSocket) {
   ExpectBlockedWriterIsWoken(sv[0], sv[1]);
 }
 
+// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, BlockingEventfdRead) {
   int efd = Eventfd(0, 0);  // blocking
   const Backend* b = &B();
@@ -324,6 +333,7 @@ TEST_P(CancelScenario, BlockingEventfdRead) {
   EXPECT_EQ(w.result(), 3);
 }
 
+// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, Poll) {
   int p[2];
   Pipe(p);
