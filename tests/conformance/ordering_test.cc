@@ -159,7 +159,7 @@ TEST_P(Ordering, ArrivalsDuringAHarvestComeBeforeRequeuedLtItems) {
   constexpr uint64_t kEtBase = 1000;
   constexpr int kMaxRounds = 3000;
   constexpr int kWantMidScanRounds = 10;
-  const auto budget = std::chrono::seconds(10);
+  const auto budget = std::chrono::seconds(20);
   int ep = Epoll();
   for (int i = 0; i < kLt; ++i) {
     int fd = Eventfd(1);  // always readable
@@ -179,16 +179,25 @@ TEST_P(Ordering, ArrivalsDuringAHarvestComeBeforeRequeuedLtItems) {
   }
   ScopedCpuPin pin(cpus[0]);
   const Backend* b = &B();
-  std::atomic<int> go{0};  // the round the writer may fire in; -1: quit
+  std::atomic<int> go{0};     // the round the writer may fire in; -1: quit
+  std::atomic<int> ready{0};  // the round the writer is spinning for
   std::atomic<int> done{0};
   std::thread writer([&] {
     ScopedCpuPin writer_pin(cpus[1]);
     for (int round = 1;; ++round) {
+      // Announce that this thread is on its CPU and spinning, so that the
+      // harvest starts while it runs. It spins without yielding for a
+      // while (a loaded machine shares both CPUs with other work), then
+      // yields now and then.
+      ready.store(round, std::memory_order_release);
       int g;
       for (unsigned i = 1; (g = go.load(std::memory_order_acquire)) < round;
            ++i) {
         if (g < 0) return;
-        if (i % 4096 == 0) std::this_thread::yield();
+        if (i > (1u << 20) && i % 4096 == 0) {
+          std::this_thread::yield();
+          ready.store(round, std::memory_order_release);
+        }
       }
       // Spaced out, so that the writes span a few microseconds.
       uint64_t one = 1;
@@ -219,6 +228,9 @@ TEST_P(Ordering, ArrivalsDuringAHarvestComeBeforeRequeuedLtItems) {
        round <= kMaxRounds && mid_scan_rounds < kWantMidScanRounds &&
        std::chrono::steady_clock::now() < end;
        ++round) {
+    for (unsigned i = 1; ready.load(std::memory_order_acquire) < round; ++i) {
+      if (i % 4096 == 0) std::this_thread::yield();
+    }
     go.store(round, std::memory_order_release);
     // The harvest starts 0 to a few microseconds into the writes, scattered.
     for (volatile int i = 0, n = (round * 7919) % 8192; i < n; i = i + 1) {
