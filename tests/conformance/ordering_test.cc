@@ -203,8 +203,7 @@ TEST_P(Ordering, ArrivalsDuringAHarvestComeBeforeRequeuedLtItems) {
       uint64_t one = 1;
       for (int fd : et) {
         b->write(fd, &one, sizeof one);
-        for (volatile int i = 0; i < 200; i = i + 1) {
-        }
+        SpinDelay(200);
       }
       done.store(round, std::memory_order_release);
     }
@@ -233,8 +232,7 @@ TEST_P(Ordering, ArrivalsDuringAHarvestComeBeforeRequeuedLtItems) {
     }
     go.store(round, std::memory_order_release);
     // The harvest starts 0 to a few microseconds into the writes, scattered.
-    for (volatile int i = 0, n = (round * 7919) % 8192; i < n; i = i + 1) {
-    }
+    SpinDelay((round * 7919) % 8192);
     std::vector<uint64_t> first = harvest();
     for (unsigned i = 1; done.load(std::memory_order_acquire) < round; ++i) {
       if (i % 4096 == 0) std::this_thread::yield();
@@ -252,7 +250,8 @@ TEST_P(Ordering, ArrivalsDuringAHarvestComeBeforeRequeuedLtItems) {
               ets(0, a))
         << "round " << round;
     // second = [Ea .. Eb-1][LT block][Eb .. E31]
-    ASSERT_EQ(second.size(), size_t{kLt + kEt - a}) << "round " << round;
+    ASSERT_EQ(second.size(), static_cast<size_t>(kLt + kEt - a))
+        << "round " << round;
     int bb = a;
     while (bb - a < static_cast<int>(second.size()) &&
            second[static_cast<size_t>(bb - a)] >= kEtBase) {

@@ -279,8 +279,7 @@ class ThreadsCtlRace : public ThreadsRace {
           return;
         }
         // 0 to ~1 us, in steps of about a nanosecond, in a scattered order.
-        for (volatile int i = 0, n = (round * 7919) % 1024; i < n; i = i + 1) {
-        }
+        SpinDelay((round * 7919) % 1024);
         uint64_t one = 1;
         b->write(src, &one, sizeof one);
         done.store(round, std::memory_order_release);
@@ -331,7 +330,9 @@ TEST_P(ThreadsCtlRace, AddRacingWriteLosesNoEvent) {
     auto [rounds, lost] = Rounds(
         ep, src,
         [&] {
-          if (added) ASSERT_EQ(Ctl(ep, EPOLL_CTL_DEL, src, 0, 0), 0);
+          if (added) {
+            ASSERT_EQ(Ctl(ep, EPOLL_CTL_DEL, src, 0, 0), 0);
+          }
           added = false;
           Drain(ep, src);
         },

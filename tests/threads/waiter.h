@@ -193,6 +193,13 @@ class ScopedCpuPin {
   bool ok_ = false;
 };
 
+// Busy work of n loop turns (about a nanosecond each), to offset one
+// racing thread from another by a varying amount: not a sleep, and never
+// synchronization. The empty asm keeps the compiler from removing it.
+inline void SpinDelay(int n) {
+  for (int i = 0; i < n; ++i) asm volatile("" ::: "memory");
+}
+
 // Polls pred until it holds or the deadline passes; returns pred's last value.
 template <class Pred>
 bool Eventually(Pred pred, std::chrono::milliseconds limit = kDeadline) {
