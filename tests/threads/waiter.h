@@ -16,8 +16,10 @@
 // sleep on a futex too), so the two samples are what reject it: a thread
 // waiting for a lock is woken as soon as the holder releases it, which
 // changes its voluntary context-switch count; a parked waiter has nobody to
-// wake it. Every test built on this helper still ends on counts that a
-// too-early conclusion cannot fake as success.
+// wake it. (Only a lock holder that itself stays off the CPU for the whole
+// 2 ms could still pass for a parked waiter.) Every test built on this
+// helper still ends on counts that a too-early conclusion cannot fake as
+// success.
 //
 // Every wait is bounded (kDeadline) so that a bug fails a test, never hangs it.
 #ifndef UEPOLL_TESTS_THREADS_WAITER_H_
