@@ -54,6 +54,20 @@ inline int64_t MonotonicNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+// A timed call that began at t0 (MonotonicNs) took at least want_ns, and no
+// more than a generous bound (10x + 2 s): a loaded machine may return late,
+// never early, and only a hang or a lost timeout is seconds late.
+inline int64_t GenerousBoundNs(int64_t want_ns) {
+  return 10 * want_ns + 2'000'000'000;
+}
+#define EXPECT_ELAPSED(t0, want_ns)                                  \
+  do {                                                               \
+    const int64_t el_ = ::uepoll_test::MonotonicNs() - (t0);         \
+    const int64_t want_ = (want_ns);                                 \
+    EXPECT_GE(el_, want_) << "returned early";                       \
+    EXPECT_LE(el_, ::uepoll_test::GenerousBoundNs(want_)) << "hung"; \
+  } while (0)
+
 // Runs fn with SIGPIPE blocked and reports whether it left SIGPIPE pending;
 // a pending SIGPIPE is consumed so that it cannot reach a later test.
 template <class F>

@@ -1,9 +1,14 @@
 // docs/contract.md section 6: reports come in the order items became ready, a
 // short buffer takes exactly maxevents, and nothing is reported twice.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "conformance/helpers.h"
+#include "threads/waiter.h"
 
 namespace uepoll_test {
 namespace {
@@ -123,6 +128,156 @@ TEST_P(Ordering, OneshotItemLeavesRoundRobin) {
   EXPECT_EQ(Datas(ep, 1), (Ids{0}));
   EXPECT_EQ(Datas(ep), (Ids{1}));
   EXPECT_EQ(Datas(ep), (Ids{1}));
+}
+
+// Events that arrive while a harvest scans the ready list. The scan
+// (ep_send_events) takes the list private; callbacks meanwhile chain their
+// items on the overflow list; then ep_done_scan rebuilds the ready list as:
+// the items the scan did not reach, then the arrivals in arrival order, then
+// the LT items the scan re-queued. So an ET item that fires during the scan
+// is reported, next time, before the LT items the scan re-queued; one that
+// fires after the scan, behind them.
+//
+// Nothing in one thread can fire during a scan (polls have no side
+// effects), so a writer thread fires the ET items E0..E31, in that order
+// and spaced out, while this thread harvests 256 ready LT items (plus any E
+// already ready), starting at a point that varies from round to round;
+// then, with the writer done, a second harvest shows the rebuilt list. Each
+// E fired before the scan (then the first harvest reports it, after the LT
+// items), during it, or after it, in write order, so every outcome has the
+// shape
+//   first:  [LT items] [E0 .. Ea-1]
+//   second: [Ea .. Eb-1] [the same LT items, same order] [Eb .. E31]
+// for some a <= b, which both backends must produce in every round. Rounds
+// with a < b (an arrival during the scan, placed before the re-queued LT
+// items) are the ones that tell the kernel's order from "arrivals after
+// the re-queued items" (which always gives a = b); the rounds sweep the
+// writer's start across the scan until enough of them were seen.
+TEST_P(Ordering, ArrivalsDuringAHarvestComeBeforeRequeuedLtItems) {
+  constexpr int kLt = 256;
+  constexpr int kEt = 32;
+  constexpr uint64_t kEtBase = 1000;
+  constexpr int kMaxRounds = 3000;
+  constexpr int kWantMidScanRounds = 10;
+  const auto budget = std::chrono::seconds(20);
+  int ep = Epoll();
+  for (int i = 0; i < kLt; ++i) {
+    int fd = Eventfd(1);  // always readable
+    ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, fd, EPOLLIN, uint64_t(i)), 0);
+  }
+  std::vector<int> et;
+  for (int i = 0; i < kEt; ++i) {
+    et.push_back(Eventfd());
+    ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, et.back(), EPOLLIN | EPOLLET,
+                  kEtBase + uint64_t(i)),
+              0);
+  }
+  const std::vector<int> cpus = AllowedCpus();
+  if (cpus.size() < 2) {
+    GTEST_SKIP() << "needs two CPUs: a write can only land during a scan "
+                    "if the writer runs while the harvest does";
+  }
+  ScopedCpuPin pin(cpus[0]);
+  const Backend* b = &B();
+  std::atomic<int> go{0};     // the round the writer may fire in; -1: quit
+  std::atomic<int> ready{0};  // the round the writer is spinning for
+  std::atomic<int> done{0};
+  std::thread writer([&] {
+    ScopedCpuPin writer_pin(cpus[1]);
+    for (int round = 1;; ++round) {
+      // Announce that this thread is on its CPU and spinning, so that the
+      // harvest starts while it runs. It spins without yielding for a
+      // while (a loaded machine shares both CPUs with other work), then
+      // yields now and then.
+      ready.store(round, std::memory_order_release);
+      int g;
+      for (unsigned i = 1; (g = go.load(std::memory_order_acquire)) < round;
+           ++i) {
+        if (g < 0) return;
+        if (i > (1u << 20) && i % 4096 == 0) {
+          std::this_thread::yield();
+          ready.store(round, std::memory_order_release);
+        }
+      }
+      // Spaced out, so that the writes span a few microseconds.
+      uint64_t one = 1;
+      for (int fd : et) {
+        b->write(fd, &one, sizeof one);
+        SpinDelay(200);
+      }
+      done.store(round, std::memory_order_release);
+    }
+  });
+
+  std::vector<epoll_event> buf(kLt + kEt);
+  auto harvest = [&] {
+    int n = b->epoll_wait(ep, buf.data(), kLt + kEt, 0);
+    std::vector<uint64_t> out;
+    for (int i = 0; i < n; ++i) out.push_back(buf[i].data.u64);
+    return out;
+  };
+  auto ets = [&](int from, int to) {
+    std::vector<uint64_t> v;
+    for (int i = from; i < to; ++i) v.push_back(kEtBase + uint64_t(i));
+    return v;
+  };
+  const auto end = std::chrono::steady_clock::now() + budget;
+  int rounds = 0, mid_scan_rounds = 0;
+  for (int round = 1;
+       round <= kMaxRounds && mid_scan_rounds < kWantMidScanRounds &&
+       std::chrono::steady_clock::now() < end;
+       ++round) {
+    for (unsigned i = 1; ready.load(std::memory_order_acquire) < round; ++i) {
+      if (i % 4096 == 0) std::this_thread::yield();
+    }
+    go.store(round, std::memory_order_release);
+    // The harvest starts 0 to a few microseconds into the writes, scattered.
+    SpinDelay((round * 7919) % 8192);
+    std::vector<uint64_t> first = harvest();
+    for (unsigned i = 1; done.load(std::memory_order_acquire) < round; ++i) {
+      if (i % 4096 == 0) std::this_thread::yield();
+    }
+    std::vector<uint64_t> second = harvest();
+    ++rounds;
+
+    // first = [LT block][E0 .. Ea-1]
+    ASSERT_GE(first.size(), size_t{kLt}) << "round " << round;
+    std::vector<uint64_t> lt(first.begin(), first.begin() + kLt);
+    ASSERT_EQ(std::set<uint64_t>(lt.begin(), lt.end()).size(), size_t{kLt});
+    ASSERT_LT(*std::max_element(lt.begin(), lt.end()), uint64_t{kLt});
+    const int a = static_cast<int>(first.size()) - kLt;
+    ASSERT_EQ(std::vector<uint64_t>(first.begin() + kLt, first.end()),
+              ets(0, a))
+        << "round " << round;
+    // second = [Ea .. Eb-1][LT block][Eb .. E31]
+    ASSERT_EQ(second.size(), static_cast<size_t>(kLt + kEt - a))
+        << "round " << round;
+    int bb = a;
+    while (bb - a < static_cast<int>(second.size()) &&
+           second[static_cast<size_t>(bb - a)] >= kEtBase) {
+      ++bb;
+    }
+    ASSERT_EQ(std::vector<uint64_t>(second.begin(), second.begin() + (bb - a)),
+              ets(a, bb))
+        << "round " << round;
+    ASSERT_EQ(std::vector<uint64_t>(second.begin() + (bb - a),
+                                    second.begin() + (bb - a) + kLt),
+              lt)
+        << "round " << round << ": the LT items keep their order";
+    ASSERT_EQ(
+        std::vector<uint64_t>(second.begin() + (bb - a) + kLt, second.end()),
+        ets(bb, kEt))
+        << "round " << round;
+    if (bb > a) ++mid_scan_rounds;
+  }
+  go.store(-1, std::memory_order_release);
+  writer.join();
+  RecordProperty("rounds", rounds);
+  RecordProperty("mid_scan_rounds", mid_scan_rounds);
+  EXPECT_GE(mid_scan_rounds, 1)
+      << "in " << rounds
+      << " rounds no event that arrived during a harvest came before the "
+         "LT items it re-queued";
 }
 
 UEPOLL_INSTANTIATE_BACKENDS(Ordering);

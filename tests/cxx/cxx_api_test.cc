@@ -22,6 +22,7 @@
 #include <uepoll/uepoll.hpp>
 
 #include "support/fixture.h"
+#include "threads/waiter.h"
 
 namespace uepoll_test {
 namespace {
@@ -388,10 +389,18 @@ TEST_F(CxxInstance, WaitWithoutTimeoutWakesOnAnotherThreadsWrite) {
   EventFd e = EventFd::create();
   ep.add(e, EPOLLIN, 7);
   std::error_code write_ec = Stale();
-  std::thread writer([&] { e.write(1, write_ec); });
+  // The writer writes only once this thread sleeps in the wait, so the
+  // event has to wake it (a write before the wait would be found at once).
+  const pid_t waiter_tid = Gettid();
+  bool waiter_parked = false;
+  std::thread writer([&] {
+    waiter_parked = WaitUntilParked(waiter_tid);
+    e.write(1, write_ec);  // even if not parked: the wait must end
+  });
   std::array<epoll_event, 2> buf{};
   std::span<epoll_event> got = ep.wait(buf);  // kForever
   writer.join();
+  EXPECT_TRUE(waiter_parked) << "the wait returned before the write";
   EXPECT_FALSE(write_ec);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].data.u64, 7u);

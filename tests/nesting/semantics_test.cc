@@ -211,7 +211,7 @@ TEST_P(NestingSemantics, WaiterOnOuterWakesWhenLeafTwoLevelsDownIsReady) {
   Watch(e2, s0, kEt, kLeaf);
   Watch(e1, e2, kEt, 2);
   Watch(e0, e1, kEt, kInner);
-  auto got = Race({{e0, Via::kWait}}, [&] { Signal(s0); }, 1, {e0});
+  auto got = Race({{e0, Via::kWait}}, [&] { Signal(s0); }, 1, {e0}, {{e0, 0}});
   EXPECT_TRUE(got[0]);
 }
 
@@ -229,7 +229,7 @@ TEST_P(NestingSemantics, PollerOnOuterWakesWhenLeafTwoLevelsDownIsReady) {
   Watch(e2, s0, kLt, kLeaf);
   Watch(e1, e2, kLt, 2);
   Watch(e0, e1, kLt, kInner);
-  auto got = Race({{e0, Via::kPoll}}, [&] { Signal(s0); }, 1, {e0});
+  auto got = Race({{e0, Via::kPoll}}, [&] { Signal(s0); }, 1, {e0}, {{e0, 1}});
   EXPECT_TRUE(got[0]);
 }
 

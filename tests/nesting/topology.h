@@ -48,11 +48,18 @@ class NestingTest : public BackendTest {
 
   // One thread per (instance, how) pair. All are parked before fire() runs.
   // Once at least `settle` of them have received a real event (not stop), a
-  // level-triggered stop item registered in each of `stops` releases the
+  // level-triggered stop item registered in each of `stop_in` releases the
   // rest. Returns, per watcher, whether it received a real event.
+  //
+  // Stopping at `settle` would hide a late duplicate (a second delivery
+  // that loses the race with the stop item), so once every watcher is done
+  // each instance of `after` is drained in order with a zero-timeout wait,
+  // which must report exactly the given number of real events: what stays
+  // ready by rule (an LT item whose source is still readable), nothing more.
   std::vector<bool> Race(const std::vector<std::pair<int, Via>>& watchers,
                          const std::function<void()>& fire, int settle,
-                         const std::vector<int>& stop_in) {
+                         const std::vector<int>& stop_in,
+                         const std::vector<std::pair<int, int>>& after) {
     int stop = Eventfd();
     for (int ep : stop_in)
       EXPECT_EQ(Ctl(ep, EPOLL_CTL_ADD, stop, EPOLLIN, kStopData), 0);
@@ -92,6 +99,15 @@ class NestingTest : public BackendTest {
       EXPECT_TRUE(ws[i]->WaitDone());
       EXPECT_GE(ws[i]->result(), 0) << "watcher " << i;
       got[i] = real(*ws[i]);
+    }
+    for (size_t i = 0; i < after.size(); ++i) {
+      epoll_event ev[8];
+      int n = B().epoll_wait(after[i].first, ev, 8, 0);
+      EXPECT_GE(n, 0) << "drain " << i;
+      int late = 0;
+      for (int j = 0; j < n; ++j) late += ev[j].data.u64 != kStopData;
+      EXPECT_EQ(late, after[i].second)
+          << "real events left on instance " << i << " of `after`";
     }
     return got;
   }

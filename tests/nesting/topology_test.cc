@@ -215,7 +215,10 @@ class NestingTwoThreads : public NestingTopology {
   int BothOnOuter(Via v0, Via v1, uint32_t outer, uint32_t inner) {
     auto [e0, e1, s0] = Chain(outer, inner);
     int expect = outer == kLt ? 2 : 1;
-    auto got = Race({{e0, v0}, {e0, v1}}, [&] { Signal(s0); }, expect, {e0});
+    // Afterwards an LT outer item stays ready (e1 stays ready: its LT leaf
+    // is never read, its ET leaf never harvested); an ET one is spent.
+    auto got = Race({{e0, v0}, {e0, v1}}, [&] { Signal(s0); }, expect, {e0},
+                    {{e0, outer == kLt ? 1 : 0}, {e1, 1}});
     return static_cast<int>(got[0]) + static_cast<int>(got[1]);
   }
 };
@@ -316,8 +319,8 @@ TEST_P(NestingTwoThreads, PollPollOuterLtInnerEt) {
 // ready too.
 TEST_P(NestingTwoThreads, InnerAndOuterInnerLt) {
   auto [e0, e1, s0] = Chain(kLt, kLt);
-  auto got =
-      Race({{e1, Via::kWait}, {e0, Via::kWait}}, [&] { Signal(s0); }, 2, {e0});
+  auto got = Race({{e1, Via::kWait}, {e0, Via::kWait}}, [&] { Signal(s0); }, 2,
+                  {e0}, {{e0, 1}, {e1, 1}});
   EXPECT_TRUE(got[0]);
   EXPECT_TRUE(got[1]);
 }
@@ -332,8 +335,8 @@ TEST_P(NestingTwoThreads, InnerAndOuterInnerLt) {
 //     s0
 TEST_P(NestingTwoThreads, InnerAndOuterEtOverLt) {
   auto [e0, e1, s0] = Chain(kEt, kLt);
-  auto got =
-      Race({{e1, Via::kWait}, {e0, Via::kWait}}, [&] { Signal(s0); }, 2, {e0});
+  auto got = Race({{e1, Via::kWait}, {e0, Via::kWait}}, [&] { Signal(s0); }, 2,
+                  {e0}, {{e0, 0}, {e1, 1}});
   EXPECT_TRUE(got[0]);
   EXPECT_TRUE(got[1]);
 }
@@ -351,8 +354,8 @@ TEST_P(NestingTwoThreads, InnerAndOuterEtOverLt) {
 // is asserted.
 TEST_P(NestingTwoThreads, InnerAndOuterInnerEt) {
   auto [e0, e1, s0] = Chain(kLt, kEt);
-  auto got =
-      Race({{e1, Via::kWait}, {e0, Via::kWait}}, [&] { Signal(s0); }, 1, {e0});
+  auto got = Race({{e1, Via::kWait}, {e0, Via::kWait}}, [&] { Signal(s0); }, 1,
+                  {e0}, {{e0, 0}, {e1, 0}});
   EXPECT_TRUE(got[0]);
 }
 
@@ -366,8 +369,8 @@ TEST_P(NestingTwoThreads, InnerAndOuterInnerEt) {
 //     s0
 TEST_P(NestingTwoThreads, PollInnerWaitOuterLt) {
   auto [e0, e1, s0] = Chain(kLt, kLt);
-  auto got =
-      Race({{e1, Via::kPoll}, {e0, Via::kWait}}, [&] { Signal(s0); }, 2, {e0});
+  auto got = Race({{e1, Via::kPoll}, {e0, Via::kWait}}, [&] { Signal(s0); }, 2,
+                  {e0}, {{e0, 1}, {e1, 1}});
   EXPECT_TRUE(got[0]);
   EXPECT_TRUE(got[1]);
 }
@@ -382,8 +385,8 @@ TEST_P(NestingTwoThreads, PollInnerWaitOuterLt) {
 //     s0
 TEST_P(NestingTwoThreads, WaitInnerPollOuterEtOverLt) {
   auto [e0, e1, s0] = Chain(kEt, kLt);
-  auto got =
-      Race({{e1, Via::kWait}, {e0, Via::kPoll}}, [&] { Signal(s0); }, 2, {e0});
+  auto got = Race({{e1, Via::kWait}, {e0, Via::kPoll}}, [&] { Signal(s0); }, 2,
+                  {e0}, {{e0, 0}, {e1, 1}});
   EXPECT_TRUE(got[0]);
   EXPECT_TRUE(got[1]);
 }
@@ -399,7 +402,7 @@ TEST_P(NestingTwoThreads, WaitInnerPollOuterEtOverLt) {
 TEST_P(NestingTwoThreads, WaitWaitForkLt) {
   auto [e0, e1, e2, s0, s1] = Fork(kLt);
   auto got = Race({{e0, Via::kWait}, {e0, Via::kWait}},
-                  [&] { SignalBoth(s0, s1); }, 2, {e0});
+                  [&] { SignalBoth(s0, s1); }, 2, {e0}, {{e0, 2}});
   EXPECT_TRUE(got[0]);
   EXPECT_TRUE(got[1]);
 }
@@ -416,7 +419,7 @@ TEST_P(NestingTwoThreads, WaitWaitForkLt) {
 TEST_P(NestingTwoThreads, WaitWaitForkEt) {
   auto [e0, e1, e2, s0, s1] = Fork(kEt);
   auto got = Race({{e0, Via::kWait}, {e0, Via::kWait}},
-                  [&] { SignalBoth(s0, s1); }, 2, {e0});
+                  [&] { SignalBoth(s0, s1); }, 2, {e0}, {{e0, 0}});
   EXPECT_TRUE(got[0]);
   EXPECT_TRUE(got[1]);
 }
@@ -432,7 +435,7 @@ TEST_P(NestingTwoThreads, WaitWaitForkEt) {
 TEST_P(NestingTwoThreads, PollPollForkLt) {
   auto [e0, e1, e2, s0, s1] = Fork(kLt);
   auto got = Race({{e0, Via::kPoll}, {e0, Via::kPoll}},
-                  [&] { SignalBoth(s0, s1); }, 2, {e0});
+                  [&] { SignalBoth(s0, s1); }, 2, {e0}, {{e0, 2}});
   EXPECT_TRUE(got[0]);
   EXPECT_TRUE(got[1]);
 }

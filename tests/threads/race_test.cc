@@ -6,6 +6,7 @@
 #include <atomic>
 #include <barrier>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -114,11 +115,12 @@ TEST_P(ThreadsRace, TenEtWaitersResleepingAccountForEveryEvent) {
     go.store(round, std::memory_order_release);
     ok = Eventually([&] {
       if (failures.load() > 0) return true;  // reported below
-      for (int t = 0; t < kWaiters; ++t)
-        if (entered[t].load(std::memory_order_acquire) != round ||
-            TaskState(tids[t].load()) != 'S')
-          return false;
-      return true;
+      std::vector<pid_t> all;
+      for (int t = 0; t < kWaiters; ++t) {
+        if (entered[t].load(std::memory_order_acquire) != round) return false;
+        all.push_back(tids[t].load());
+      }
+      return AllSleepInSyscalls(all);
     });
     if (!ok || failures.load() > 0) {
       ADD_FAILURE() << "round " << round << ": waiters did not park";
@@ -221,7 +223,149 @@ TEST_P(ThreadsRace, SixtyFourZeroTimeoutPollersNeverSeeZero) {
   EXPECT_EQ(errors.load(), 0);
 }
 
+// EPOLL_CTL_ADD or MOD racing a write that makes the source ready. The item
+// hooks its wait entry (ADD) or publishes its new interest (MOD) before its
+// first poll, so the event is seen either by that poll or by the callback
+// the write makes, never lost. Polling first would lose it for good: the
+// write's callback finds no entry (or the old interest), the poll saw
+// nothing, and the item stays off the ready list. A zero-timeout wait after
+// both is the oracle, each round. The writer starts each write a varying
+// number of spins after the ctl call is released, so that the rounds sweep
+// the window between the two steps.
+class ThreadsCtlRace : public ThreadsRace {
+ protected:
+  // Rounds per registration mode: kMaxRounds, or as many as fit in 3 s but
+  // at least kMinRounds (a loaded machine makes rounds slow) unless that
+  // takes 30 s.
+  static constexpr int kMaxRounds = 10000;
+  static constexpr int kMinRounds = 1000;
+
+  // Spins until pred() holds, yielding now and then so that a spinner
+  // does not keep a loaded machine's only free core from the thread it
+  // waits for. Returns false if stop() held first.
+  template <class Pred, class Stop>
+  static bool SpinUntil(Pred pred, Stop stop) {
+    for (unsigned i = 1; !pred(); ++i) {
+      if (stop()) return false;
+      if (i % 4096 == 0) std::this_thread::yield();
+    }
+    return true;
+  }
+
+  // Runs rounds of: reset(), then ctl() on this thread while another
+  // writes to src; then the event must be reported. Returns {rounds run,
+  // rounds that lost the event}.
+  template <class Reset, class CtlCall>
+  std::pair<int, int> Rounds(int ep, int src, Reset reset, CtlCall ctl) {
+    const Backend* b = &B();
+    // Two CPUs when there are: the race needs both threads running at once.
+    const std::vector<int> cpus = AllowedCpus();
+    std::optional<ScopedCpuPin> pin;
+    if (cpus.size() >= 2) pin.emplace(cpus[0]);
+    std::atomic<int> go{0};     // the round the writer may write in; -1: quit
+    std::atomic<int> ready{0};  // the round the writer is spinning for
+    std::atomic<int> done{0};   // the last round the writer wrote in
+    std::thread writer([&] {
+      std::optional<ScopedCpuPin> writer_pin;
+      if (cpus.size() >= 2) writer_pin.emplace(cpus[1]);
+      for (int round = 1;; ++round) {
+        // On its CPU and spinning: the ctl call starts only now, so that
+        // both run at once (SpinUntil yields now and then, which may let a
+        // loaded machine take the CPU away; that round is merely weaker).
+        ready.store(round, std::memory_order_release);
+        if (!SpinUntil(
+                [&] { return go.load(std::memory_order_acquire) >= round; },
+                [&] { return go.load(std::memory_order_acquire) < 0; })) {
+          return;
+        }
+        // 0 to ~1 us, in steps of about a nanosecond, in a scattered order.
+        SpinDelay((round * 7919) % 1024);
+        uint64_t one = 1;
+        b->write(src, &one, sizeof one);
+        done.store(round, std::memory_order_release);
+      }
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    auto more = [&](int done_rounds) {
+      auto spent = std::chrono::steady_clock::now() - t0;
+      return done_rounds < kMaxRounds && spent < std::chrono::seconds(30) &&
+             (spent < std::chrono::seconds(3) || done_rounds < kMinRounds);
+    };
+    int lost = 0;
+    int round = 1;
+    for (; more(round - 1); ++round) {
+      reset();
+      if (HasFatalFailure()) break;
+      SpinUntil([&] { return ready.load(std::memory_order_acquire) >= round; },
+                [] { return false; });
+      go.store(round, std::memory_order_release);
+      ctl();
+      SpinUntil([&] { return done.load(std::memory_order_acquire) >= round; },
+                [] { return false; });
+      epoll_event ev;
+      if (b->epoll_wait(ep, &ev, 1, 0) != 1 || !(ev.events & EPOLLIN)) ++lost;
+    }
+    go.store(-1, std::memory_order_release);
+    writer.join();
+    return {round - 1, lost};
+  }
+
+  // Empties the eventfd (nonblocking) and checks that ep reports nothing:
+  // a harvest also drops any stale entry, so that only this round's
+  // wakeup can make the next report.
+  void Drain(int ep, int src) {
+    uint64_t v;
+    B().read(src, &v, sizeof v);
+    epoll_event ev;
+    ASSERT_EQ(B().epoll_wait(ep, &ev, 1, 0), 0);
+  }
+};
+
+TEST_P(ThreadsCtlRace, AddRacingWriteLosesNoEvent) {
+  for (uint32_t mode : {0u, static_cast<uint32_t>(EPOLLET)}) {
+    SCOPED_TRACE(mode ? "ET" : "LT");
+    int ep = Epoll();
+    int src = Eventfd();
+    bool added = false;
+    auto [rounds, lost] = Rounds(
+        ep, src,
+        [&] {
+          if (added) {
+            ASSERT_EQ(Ctl(ep, EPOLL_CTL_DEL, src, 0, 0), 0);
+          }
+          added = false;
+          Drain(ep, src);
+        },
+        [&] { added = Ctl(ep, EPOLL_CTL_ADD, src, EPOLLIN | mode, 1) == 0; });
+    EXPECT_EQ(lost, 0) << "of " << rounds << " rounds";
+    ASSERT_EQ(Close(src), 0);
+    ASSERT_EQ(Close(ep), 0);
+  }
+}
+
+TEST_P(ThreadsCtlRace, ModRacingWriteLosesNoEvent) {
+  for (uint32_t mode : {0u, static_cast<uint32_t>(EPOLLET)}) {
+    SCOPED_TRACE(mode ? "ET" : "LT");
+    int ep = Epoll();
+    int src = Eventfd();
+    // Interest 0 (only the implicit ERR|HUP, which an eventfd never has):
+    // the write's callback filters itself out until MOD adds IN.
+    ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, src, 0, 1), 0);
+    auto [rounds, lost] = Rounds(
+        ep, src,
+        [&] {
+          ASSERT_EQ(Ctl(ep, EPOLL_CTL_MOD, src, 0, 1), 0);
+          Drain(ep, src);
+        },
+        [&] { Ctl(ep, EPOLL_CTL_MOD, src, EPOLLIN | mode, 1); });
+    EXPECT_EQ(lost, 0) << "of " << rounds << " rounds";
+    ASSERT_EQ(Close(src), 0);
+    ASSERT_EQ(Close(ep), 0);
+  }
+}
+
 UEPOLL_INSTANTIATE_BACKENDS(ThreadsRace);
+UEPOLL_INSTANTIATE_BACKENDS(ThreadsCtlRace);
 
 }  // namespace
 }  // namespace uepoll_test

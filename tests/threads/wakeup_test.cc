@@ -189,28 +189,57 @@ TEST_P(ThreadsWakeup, ExclusiveOnEveryRegistrationWakesExactlyOne) {
   EXPECT_EQ(CountGot(ws, kStopData), kInstances - 1);
 }
 
-// Without EXCLUSIVE on one of them, that instance is woken as well.
+// Without EXCLUSIVE on one of them, that instance is woken as well, in
+// either registration order. Exclusive entries sit at the tail of the
+// source's queue, after every non-exclusive one; queued at the head, an
+// exclusive registration made after the plain one would take the wakeup
+// and end the walk before the plain entry (the exclusive-first order alone
+// cannot tell).
 TEST_P(ThreadsWakeup, NonExclusiveRegistrationIsAlwaysWoken) {
-  int src = Eventfd();
-  int stop = Eventfd();
-  int ex = Epoll();
-  int plain = Epoll();
-  ASSERT_EQ(Ctl(ex, EPOLL_CTL_ADD, src, EPOLLIN | EPOLLEXCLUSIVE, kEventData),
-            0);
-  ASSERT_EQ(Ctl(ex, EPOLL_CTL_ADD, stop, EPOLLIN, kStopData), 0);
-  ASSERT_EQ(Ctl(plain, EPOLL_CTL_ADD, src, EPOLLIN, kOtherData), 0);
-  auto w_ex = StartWaiter(ex);
-  auto w_plain = StartWaiter(plain);
-  ASSERT_TRUE(w_ex->Parked());
-  ASSERT_TRUE(w_plain->Parked());
+  for (bool exclusive_first : {true, false}) {
+    SCOPED_TRACE(exclusive_first ? "exclusive registered first"
+                                 : "plain registered first");
+    int src = Eventfd();
+    int stop = Eventfd();
+    int ex = Epoll();
+    int plain = Epoll();
+    auto add_ex = [&] {
+      ASSERT_EQ(
+          Ctl(ex, EPOLL_CTL_ADD, src, EPOLLIN | EPOLLEXCLUSIVE, kEventData), 0);
+    };
+    auto add_plain = [&] {
+      ASSERT_EQ(Ctl(plain, EPOLL_CTL_ADD, src, EPOLLIN, kOtherData), 0);
+    };
+    if (exclusive_first) {
+      add_ex();
+      add_plain();
+    } else {
+      add_plain();
+      add_ex();
+    }
+    ASSERT_EQ(Ctl(ex, EPOLL_CTL_ADD, stop, EPOLLIN, kStopData), 0);
+    ASSERT_EQ(Ctl(plain, EPOLL_CTL_ADD, stop, EPOLLIN, kStopData), 0);
+    auto w_ex = StartWaiter(ex);
+    auto w_plain = StartWaiter(plain);
+    ASSERT_TRUE(w_ex->Parked());
+    ASSERT_TRUE(w_plain->Parked());
 
-  Signal(src);
-  ASSERT_TRUE(w_plain->WaitDone());
-  ASSERT_TRUE(w_ex->WaitDone());
-  EXPECT_EQ(w_plain->result(), 1);
-  EXPECT_EQ(w_plain->event(0).data.u64, kOtherData);
-  EXPECT_EQ(w_ex->result(), 1);
-  EXPECT_EQ(w_ex->event(0).data.u64, kEventData);
+    Signal(src);
+    // Both must return the event; a waiter that was not woken returns only
+    // through the stop item, once the other has its event.
+    bool both = Eventually([&] { return w_ex->Done() && w_plain->Done(); });
+    Signal(stop);
+    ASSERT_TRUE(w_plain->WaitDone());
+    ASSERT_TRUE(w_ex->WaitDone());
+    EXPECT_TRUE(both) << "a registration was not woken";
+    EXPECT_EQ(w_plain->result(), 1);
+    EXPECT_EQ(w_plain->event(0).data.u64, kOtherData);
+    EXPECT_EQ(w_ex->result(), 1);
+    EXPECT_EQ(w_ex->event(0).data.u64, kEventData);
+    w_ex.reset();
+    w_plain.reset();
+    for (int fd : {src, stop, ex, plain}) ASSERT_EQ(Close(fd), 0);
+  }
 }
 
 TEST_P(ThreadsWakeup, AddOfReadySourceWakesBlockedWaiter) {
