@@ -25,6 +25,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -114,6 +115,34 @@ UEPOLL_API int uepoll_dup2(int oldfd, int newfd);
 UEPOLL_API int uepoll_dup3(int oldfd, int newfd, int flags);
 UEPOLL_API int uepoll_fcntl(int fd, int cmd, ...);
 UEPOLL_API int uepoll_poll(struct pollfd *fds, nfds_t nfds, int timeout);
+
+/* timerfd (<sys/timerfd.h>)
+ *
+ * The kernel's timerfd, call for call: clocks CLOCK_REALTIME,
+ * CLOCK_MONOTONIC, CLOCK_BOOTTIME, and CLOCK_REALTIME_ALARM /
+ * CLOCK_BOOTTIME_ALARM for threads with CAP_WAKE_ALARM (EPERM otherwise;
+ * they do not wake a suspended machine); flags TFD_NONBLOCK, TFD_CLOEXEC;
+ * settime flags TFD_TIMER_ABSTIME, TFD_TIMER_CANCEL_ON_SET. A read needs 8
+ * bytes (EINVAL below) and returns the number of expirations since the last
+ * read, counting the periods an interval timer skipped; EAGAIN when none
+ * with TFD_NONBLOCK, otherwise it blocks. Readable is EPOLLIN alone. Errors
+ * in the kernel's order: settime: EFAULT (new_value NULL), EINVAL (flags,
+ * tv_nsec outside [0, 1e9), negative tv_sec), EBADF, EINVAL (not a timerfd),
+ * EPERM (alarm clock), ECANCELED (cancel-on-set after a clock step).
+ *
+ * Expiries are run by one uepoll thread ("uepoll-timer"), started by the
+ * first settime that arms a timer and sleeping without a timeout while
+ * nothing is armed; it blocks all signals and does not keep the process
+ * alive. Deviations (docs/semantics.md): a read into a NULL buffer fails
+ * EFAULT without consuming the expirations; a step of the realtime clock is
+ * seen by timers at the timer thread's next wakeup (or, for
+ * TFD_TIMER_CANCEL_ON_SET, when the timerfd is read, polled or set), not at
+ * the step itself. */
+UEPOLL_API int uepoll_timerfd_create(int clockid, int flags);
+UEPOLL_API int uepoll_timerfd_settime(int fd, int flags,
+                                      const struct itimerspec *new_value,
+                                      struct itimerspec *old_value);
+UEPOLL_API int uepoll_timerfd_gettime(int fd, struct itimerspec *curr_value);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <uepoll/debug.h>
@@ -38,7 +39,7 @@ const Backend kKernel = {
     ::shutdown, ::read, ::write, ::close, ::dup, ::dup2, ::dup3, KFcntl, KPoll,
     KSetLimit,
     // Just below RLIMIT_NOFILE's usual soft limit: never open in the tests.
-    1000};
+    1000, ::timerfd_create, ::timerfd_settime, ::timerfd_gettime};
 
 const Backend kUepoll = {"uepoll",
                          false,
@@ -62,7 +63,10 @@ const Backend kUepoll = {"uepoll",
                          UFcntl,
                          uepoll_poll,
                          uepoll_debug_set_fd_limit,
-                         UEPOLL_FD_BASE + 1000};
+                         UEPOLL_FD_BASE + 1000,
+                         uepoll_timerfd_create,
+                         uepoll_timerfd_settime,
+                         uepoll_timerfd_gettime};
 
 }  // namespace
 
