@@ -46,6 +46,10 @@ const Command kCommands[] = {
      "N registrations in one instance: memory, ADD rate, wait cost"},
     {"minwait", CmdMinWait,
      "fixed-rate producer: plain wait, sleep-then-wait, uepoll min_wait"},
+    {"timers", CmdTimers,
+     "N armed timerfds: expiry-to-delivery lateness, CPU per expiry"},
+    {"userq", CmdUserq,
+     "a bounded queue: uepoll user object vs kernel eventfd signals"},
     {"suite", CmdSuite, "a short representative run of all of the above"},
 };
 
