@@ -236,10 +236,14 @@ TEST(TimerThread, WakesOnlyForTheEarliestExpiry) {
   // one, not once per timer.
   std::vector<int> far;
   for (int i = 0; i < 100; ++i) far.push_back(UTimer((3600 + i) * kSec));
+  std::vector<pid_t> t;
+  ASSERT_TRUE(Eventually([&] {
+    t = ThreadsNamed("uepoll-timer");
+    return t.size() == 1 && TaskState(t[0]) == 'S';
+  }));
+  // Asleep until the far timers: the near one must wake it (the kick).
   int near = UTimer(20 * kMs);
   ASSERT_TRUE(UWaitReadable(near));
-  std::vector<pid_t> t = ThreadsNamed("uepoll-timer");
-  ASSERT_EQ(t.size(), 1u);
   ASSERT_TRUE(Eventually([&] { return TaskState(t[0]) == 'S'; }));
   long before = ContextSwitches(t[0]);
   struct timespec pause = {0, 200 * kMs};
