@@ -43,25 +43,26 @@ int TimerQueue::Reserve(unsigned bases) {
       }
       // Allocated outside mu_ (seed 003); whoever grows first wins, and the
       // loop re-decides under the lock.
-      TimerNode** fresh = NewArray<TimerNode*>(want);
+      auto* fresh = static_cast<Entry*>(
+          AllocateLine(sizeof(Entry) * (size_t{want} + kPad)));
       if (!fresh) {
         Unreserve(done);
         return -ENOMEM;
       }
-      TimerNode** old = nullptr;
+      Entry* old = nullptr;
       {
         MutexLock l(mu_);
         Heap& h = heaps_[b];
         if (h.cap < want) {
-          for (uint32_t i = 0; i < h.size; ++i) fresh[i] = h.v[i];
+          for (uint32_t i = 0; i < h.size; ++i) fresh[i + kPad] = h.at(i);
           old = h.v;
           h.v = fresh;
           h.cap = want;
           fresh = nullptr;
         }
       }
-      DeleteArray(old);
-      DeleteArray(fresh);
+      if (old) DeallocateLine(old);
+      if (fresh) DeallocateLine(fresh);
     }
     done |= 1u << b;
   }
@@ -80,36 +81,37 @@ void TimerQueue::Unreserve(unsigned bases) {
 
 // --- the heaps -------------------------------------------------------------
 
-void TimerQueue::SiftUp(Heap& h, uint32_t i) {
-  TimerNode* n = h.v[i];
+void TimerQueue::SiftUp(Heap& h, uint32_t i, Entry e) {
   while (i > 0) {
-    uint32_t parent = (i - 1) / 2;
-    if (h.v[parent]->expires <= n->expires) break;
-    Place(h, i, h.v[parent]);
+    uint32_t parent = (i - 1) / kArity;
+    if (h.at(parent).expires <= e.expires) break;
+    Place(h, i, h.at(parent));
     i = parent;
   }
-  Place(h, i, n);
+  Place(h, i, e);
 }
 
-void TimerQueue::SiftDown(Heap& h, uint32_t i) {
-  TimerNode* n = h.v[i];
+void TimerQueue::SiftDown(Heap& h, uint32_t i, Entry e) {
   for (;;) {
-    uint32_t c = 2 * i + 1;
-    if (c >= h.size) break;
-    if (c + 1 < h.size && h.v[c + 1]->expires < h.v[c]->expires) ++c;
-    if (n->expires <= h.v[c]->expires) break;
-    Place(h, i, h.v[c]);
+    uint32_t first = kArity * i + 1;
+    if (first >= h.size) break;
+    uint32_t last = first + kArity < h.size ? first + kArity : h.size;
+    uint32_t c = first;
+    for (uint32_t k = first + 1; k < last; ++k) {
+      if (h.at(k).expires < h.at(c).expires) c = k;
+    }
+    if (e.expires <= h.at(c).expires) break;
+    Place(h, i, h.at(c));
     i = c;
   }
-  Place(h, i, n);
+  Place(h, i, e);
 }
 
-void TimerQueue::InsertLocked(Heap& h, TimerNode* n) {
+void TimerQueue::InsertLocked(Heap& h, TimerNode* n, int64_t expires) {
   // Reservations guarantee the room: every owner that can be on this heap
   // reserved a slot in it when it was created.
   assert(h.size < h.cap);
-  Place(h, h.size++, n);
-  SiftUp(h, n->index);
+  SiftUp(h, h.size++, Entry{expires, n});
   ++armed_;
 }
 
@@ -118,14 +120,13 @@ void TimerQueue::RemoveLocked(TimerNode* n) {
   uint32_t i = n->index;
   n->index = TimerNode::kNotQueued;
   --armed_;
-  TimerNode* last = h.v[--h.size];
+  Entry last = h.at(--h.size);
   if (i == h.size) return;
-  Place(h, i, last);
-  // The moved node may belong above or below its new place.
-  if (i > 0 && h.v[(i - 1) / 2]->expires > last->expires) {
-    SiftUp(h, i);
+  // The last entry fills the hole; it may belong above or below it.
+  if (i > 0 && h.at((i - 1) / kArity).expires > last.expires) {
+    SiftUp(h, i, last);
   } else {
-    SiftDown(h, i);
+    SiftDown(h, i, last);
   }
 }
 
@@ -135,10 +136,9 @@ void TimerQueue::Arm(TimerNode* n, TimerBase base, int64_t expires) {
   {
     MutexLock l(mu_);
     if (n->index != TimerNode::kNotQueued) RemoveLocked(n);
-    n->expires = expires;
     n->base = base;
     Heap& h = heaps_[static_cast<int>(base)];
-    InsertLocked(h, n);
+    InsertLocked(h, n, expires);
     start = !started_;
     if (n->index == 0 && sleeping_) {
       // The new earliest expiry of its base: wake the thread if it sleeps
@@ -236,8 +236,8 @@ int TimerQueue::CollectDueLocked(TimerNode** batch, int64_t* sleep_until) {
     Heap& h = heaps_[b];
     if (h.size == 0) continue;
     now[b] = ClockNowNs(static_cast<TimerBase>(b));
-    while (h.size > 0 && h.v[0]->expires <= now[b] && n < kBatch) {
-      TimerNode* t = h.v[0];
+    while (h.size > 0 && h.at(0).expires <= now[b] && n < kBatch) {
+      TimerNode* t = h.at(0).node;
       RemoveLocked(t);
       t->firing.store(true, std::memory_order_relaxed);
       batch[n++] = t;
@@ -248,7 +248,7 @@ int TimerQueue::CollectDueLocked(TimerNode** batch, int64_t* sleep_until) {
   for (int b = 0; b < kNumTimerBases; ++b) {
     Heap& h = heaps_[b];
     if (h.size == 0) continue;
-    int64_t at = h.v[0]->expires;
+    int64_t at = h.at(0).expires;
     if (b != static_cast<int>(TimerBase::kMonotonic) && at != kNsMax) {
       // Converted at the current offset between the clocks. A step of the
       // realtime clock while the thread sleeps is seen at its next wakeup

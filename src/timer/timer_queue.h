@@ -68,9 +68,8 @@ struct TimerNode {
   TimerNode(const TimerOps* o, void* own) : ops(o), owner(own) {}
   const TimerOps* const ops;
   void* const owner;  // the object the node belongs to, for ops
-  // Guarded by TimerQueue::mu_: the expiry on `base`'s clock, and the
-  // position in that base's heap.
-  int64_t expires = 0;
+  // Guarded by TimerQueue::mu_: the position in `base`'s heap (the expiry
+  // is kept in the heap's entry, next to the pointer).
   uint32_t index = kNotQueued;
   TimerBase base = TimerBase::kMonotonic;
   // Popped and not yet fired (the kernel's HRTIMER_STATE_CALLBACK): set
@@ -111,11 +110,24 @@ class TimerQueue {
   bool thread_started() EXCLUDES(mu_);
 
  private:
+  // A 4-ary min-heap of {expiry, node}: the expiry sits in the entry, so
+  // comparisons read the array and never the nodes (each of which is in
+  // another object, a cache miss at 100,000 timers), and the four children
+  // of an entry fill one 64-byte line (the array is line-aligned and
+  // starts kPad entries in, so that each group of siblings starts a line).
+  // Depth log4(n): 9 levels at 100,000 timers.
+  struct Entry {
+    int64_t expires;
+    TimerNode* node;
+  };
+  static constexpr uint32_t kArity = 4;
+  static constexpr uint32_t kPad = 3;  // entry i lives at v[i + kPad]
   struct Heap {
-    TimerNode** v = nullptr;
+    Entry* v = nullptr;  // cap + kPad entries, AllocateLine'd
     uint32_t size = 0;
     uint32_t cap = 0;
     uint32_t reserved = 0;
+    Entry& at(uint32_t i) { return v[i + kPad]; }
   };
   static constexpr int kBatch = 64;
 
@@ -127,13 +139,14 @@ class TimerQueue {
   int CollectDueLocked(TimerNode** batch, int64_t* sleep_until) REQUIRES(mu_);
   int StartThread();
 
-  void InsertLocked(Heap& h, TimerNode* n) REQUIRES(mu_);
+  void InsertLocked(Heap& h, TimerNode* n, int64_t expires) REQUIRES(mu_);
   void RemoveLocked(TimerNode* n) REQUIRES(mu_);
-  void SiftUp(Heap& h, uint32_t i) REQUIRES(mu_);
-  void SiftDown(Heap& h, uint32_t i) REQUIRES(mu_);
-  void Place(Heap& h, uint32_t i, TimerNode* n) REQUIRES(mu_) {
-    h.v[i] = n;
-    n->index = i;
+  // Move entry e up or down from hole i to its place.
+  void SiftUp(Heap& h, uint32_t i, Entry e) REQUIRES(mu_);
+  void SiftDown(Heap& h, uint32_t i, Entry e) REQUIRES(mu_);
+  void Place(Heap& h, uint32_t i, Entry e) REQUIRES(mu_) {
+    h.at(i) = e;
+    e.node->index = i;
   }
 
   static void ForkPrepare();
