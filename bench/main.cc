@@ -34,6 +34,10 @@ const Command kCommands[] = {
      "request/response over socket pairs: C clients, S server threads"},
     {"minwait", CmdMinWait,
      "fixed-rate producer: plain wait, sleep-then-wait, uepoll min_wait"},
+    {"timers", CmdTimers,
+     "N armed timerfds: expiry-to-delivery lateness, CPU per expiry"},
+    {"userq", CmdUserq,
+     "a bounded queue: uepoll user object vs kernel eventfd signals"},
     {"suite", CmdSuite, "a short representative run of all of the above"},
 };
 

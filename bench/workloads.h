@@ -84,6 +84,13 @@ std::vector<MinWaitParams> MinWaitModes(const Backend& b, unsigned long rate,
                                         unsigned long us, double runtime);
 const char* MinWaitLabel(const MinWaitParams& m);  // "plain", "min_wait", ...
 
+// Timerfds (wl_timers.cc) and user-defined objects (wl_userq.cc).
+Result MeasureTimers(const Backend& b, unsigned long timers, double rate,
+                     double runtime);
+Result MeasureUserq(const Backend& b, double rate, double runtime);
+int CmdTimers(int argc, char** argv);
+int CmdUserq(int argc, char** argv);
+
 int CmdWait(int argc, char** argv);
 int CmdCtl(int argc, char** argv);
 int CmdNested(int argc, char** argv);

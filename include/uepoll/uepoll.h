@@ -30,6 +30,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -152,6 +153,108 @@ UEPOLL_API int uepoll_poll(struct pollfd *fds, nfds_t nfds, int timeout);
  * zero timeout. Errors: event NULL -> EFAULT, epfd not open -> EBADF, not
  * an instance -> EINVAL. */
 #define UEPOLL_EPOLL_CTL_MIN_WAIT 4
+
+/* timerfd (<sys/timerfd.h>)
+ *
+ * The kernel's timerfd, call for call: clocks CLOCK_REALTIME,
+ * CLOCK_MONOTONIC, CLOCK_BOOTTIME, and CLOCK_REALTIME_ALARM /
+ * CLOCK_BOOTTIME_ALARM for threads with CAP_WAKE_ALARM (EPERM otherwise;
+ * they do not wake a suspended machine); flags TFD_NONBLOCK, TFD_CLOEXEC;
+ * settime flags TFD_TIMER_ABSTIME, TFD_TIMER_CANCEL_ON_SET. A read needs 8
+ * bytes (EINVAL below) and returns the number of expirations since the last
+ * read, counting the periods an interval timer skipped; EAGAIN when none
+ * with TFD_NONBLOCK, otherwise it blocks. Readable is EPOLLIN alone. Errors
+ * in the kernel's order: settime: EFAULT (new_value NULL), EINVAL (flags,
+ * tv_nsec outside [0, 1e9), negative tv_sec), EBADF, EINVAL (not a timerfd),
+ * EPERM (alarm clock), ECANCELED (cancel-on-set after a clock step).
+ *
+ * Expiries are run by one uepoll thread ("uepoll-timer"), started by the
+ * first settime that arms a timer and sleeping without a timeout while
+ * nothing is armed; it blocks all signals and does not keep the process
+ * alive. Deviations (docs/semantics.md): a read into a NULL buffer fails
+ * EFAULT without consuming the expirations; a step of the realtime clock is
+ * seen by timers at the timer thread's next wakeup (or, for
+ * TFD_TIMER_CANCEL_ON_SET, when the timerfd is read, polled or set), not at
+ * the step itself. */
+UEPOLL_API int uepoll_timerfd_create(int clockid, int flags);
+UEPOLL_API int uepoll_timerfd_settime(int fd, int flags,
+                                      const struct itimerspec *new_value,
+                                      struct itimerspec *old_value);
+UEPOLL_API int uepoll_timerfd_gettime(int fd, struct itimerspec *curr_value);
+
+/* User-defined pollable objects (uepoll extension)
+ *
+ * Any object of the application can be watched like an eventfd: epoll
+ * (LT, ET, ONESHOT, EXCLUSIVE, nesting), poll(), dup/close, blocking reads.
+ * The model is the kernel's driver contract: the object answers its
+ * readiness now (`poll`, the kernel's f_op->poll) and, when its state
+ * changes, wakes its watchers with a hint (uepoll_obj_notify, the kernel's
+ * wake_up_poll).
+ *
+ * uepoll_obj_create returns a descriptor (flags: O_NONBLOCK, O_CLOEXEC) for
+ * an object made of `ops` (copied) and `ctx`; if objp is not NULL it
+ * receives the owner's handle, for notify, which the owner releases with
+ * uepoll_obj_put. Errors: EINVAL (flags, or ops->poll NULL), EFAULT (ops
+ * NULL), ENOMEM, EMFILE.
+ *
+ *   poll     required: the current readiness, EPOLL* bits (IN, OUT, PRI,
+ *            ERR, HUP, RDHUP, RDNORM, ...; other bits are ignored).
+ *   read     optional (EINVAL without): uepoll_read on the descriptor.
+ *   write    optional (EINVAL without): uepoll_write on the descriptor.
+ *            Both return a byte count (at most count) or -errno. They must
+ *            not block: when they return -EAGAIN on a descriptor without
+ *            O_NONBLOCK, the caller sleeps in uepoll until the next notify
+ *            and then calls them again (a handled signal ends the sleep
+ *            with EINTR, or restarts it under SA_RESTART).
+ *   release  optional: called once at the last close of the descriptors,
+ *            after every epoll registration of the object was removed. ctx
+ *            is the caller's again afterwards (not called if create fails).
+ *
+ * The callback rules:
+ *  - poll runs with uepoll locks held (the epoll instance being harvested,
+ *    and its parents when instances nest). It must answer and return: it
+ *    must not block (it would stall every epoll_wait and epoll_ctl on the
+ *    instances watching the object, though not the wakeups), and must not
+ *    call any uepoll function, notify included. Debug builds abort with a
+ *    message when it calls notify or uepoll, or re-enters a lock it holds.
+ *    It may take the application's own locks, provided those are never
+ *    held while calling uepoll functions other than uepoll_obj_notify.
+ *  - read, write and release run with no uepoll lock held and may call
+ *    uepoll (notify, close, ...).
+ *  - notify may be called from any thread, under the application's locks
+ *    too, and after the last close (it then does nothing). Change the state
+ *    poll reads before calling it, under a lock that poll also takes or
+ *    with sequentially consistent atomics. With nobody watching it costs
+ *    one atomic load; with watchers it takes no lock on the common path and
+ *    makes a syscall only to wake a sleeping thread. events is the hint:
+ *    the bits that changed, or 0 for "anything may have changed".
+ *
+ * Mask mode (the vpoll model): uepoll_vpoll_create returns a descriptor
+ * whose readiness is a mask the owner sets directly; watchers see exactly
+ * those bits, including EPOLLHUP, EPOLLERR, EPOLLPRI and EPOLLRDHUP.
+ * uepoll_vpoll_ctl changes it: ADDEVENTS sets bits and wakes watchers with
+ * them as the hint, DELEVENTS clears bits and wakes nobody, SETEVENTS
+ * replaces the mask and wakes watchers with the new mask (if not 0). Errors:
+ * EINVAL (flags, a bit that is not a readiness bit, an unknown op, a
+ * descriptor that is not a mask-mode object), EBADF. Reads and writes of
+ * such a descriptor fail EINVAL. */
+struct uepoll_obj; /* opaque: the owner's handle on a user object */
+struct uepoll_obj_ops {
+  uint32_t (*poll)(void *ctx);
+  ssize_t (*read)(void *ctx, void *buf, size_t count);
+  ssize_t (*write)(void *ctx, const void *buf, size_t count);
+  void (*release)(void *ctx);
+};
+UEPOLL_API int uepoll_obj_create(const struct uepoll_obj_ops *ops, void *ctx,
+                                 int flags, struct uepoll_obj **objp);
+UEPOLL_API void uepoll_obj_notify(struct uepoll_obj *obj, uint32_t events);
+UEPOLL_API void uepoll_obj_put(struct uepoll_obj *obj);
+
+#define UEPOLL_VPOLL_ADDEVENTS 1
+#define UEPOLL_VPOLL_DELEVENTS 2
+#define UEPOLL_VPOLL_SETEVENTS 3
+UEPOLL_API int uepoll_vpoll_create(uint32_t events, int flags);
+UEPOLL_API int uepoll_vpoll_ctl(int fd, int op, uint32_t events);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -13,5 +13,8 @@
 #include <uepoll/result.hpp>
 #include <uepoll/socket.hpp>
 #include <uepoll/socket_pair.hpp>
+#include <uepoll/timer_fd.hpp>
+#include <uepoll/user_object.hpp>
+#include <uepoll/vpoll_fd.hpp>
 
 #endif  // UEPOLL_UEPOLL_HPP_

@@ -1,6 +1,8 @@
 #include "base/mutex.h"
 
 #include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -19,6 +21,11 @@ long Futex(std::atomic<int>* addr, int op, int val) {
 }  // namespace
 
 void Mutex::LockSlow() {
+#ifndef NDEBUG
+  // Held (the fast path failed) and by this very thread: it would sleep
+  // forever.
+  if (owner_.load(std::memory_order_relaxed) == Self()) ReportSelfDeadlock();
+#endif
   for (int i = 0; i < kSpinLimit; ++i) {
     int s = state_.load(std::memory_order_relaxed);
     if (s == 0 && state_.compare_exchange_weak(s, 1, std::memory_order_acquire,
@@ -38,5 +45,16 @@ void Mutex::LockSlow() {
 }
 
 void Mutex::Wake() { Futex(&state_, FUTEX_WAKE, 1); }
+
+#ifndef NDEBUG
+void Mutex::ReportSelfDeadlock() {
+  const char* (*context)() = deadlock_context_.load(std::memory_order_relaxed);
+  fprintf(stderr,
+          "uepoll: deadlock: this thread tries to take a uepoll lock it "
+          "already holds%s\n",
+          context ? context() : "");
+  abort();
+}
+#endif
 
 }  // namespace uepoll::impl

@@ -31,13 +31,17 @@ class CAPABILITY("mutex") Mutex {
                                         std::memory_order_relaxed)) {
       LockSlow();
     }
+    DebugSetOwner();
   }
   bool TryLock() TRY_ACQUIRE(true) {
     int expected = 0;
-    return state_.compare_exchange_strong(
+    bool ok = state_.compare_exchange_strong(
         expected, 1, std::memory_order_acquire, std::memory_order_relaxed);
+    if (ok) DebugSetOwner();
+    return ok;
   }
   void Unlock() RELEASE() {
+    DebugClearOwner();
     if (state_.exchange(0, std::memory_order_release) == 2) Wake();
   }
   // For assertions only: true if somebody holds the lock.
@@ -46,9 +50,34 @@ class CAPABILITY("mutex") Mutex {
   }
   void AssertHeld() const UEPOLL_TSA(assert_capability(this)) {}
 
+  // Debug builds abort with a message, instead of hanging, when a thread
+  // takes a Mutex it already holds: the deadlock a user object's poll
+  // callback causes by calling back into uepoll (sources/user_object.h).
+  // The hook adds the likely cause to the message; base/ knows nothing of
+  // user objects, so their code installs it.
+  static void SetDeadlockContext(const char* (*context)()) {
+    deadlock_context_.store(context, std::memory_order_relaxed);
+  }
+
  private:
   void LockSlow();
   void Wake();
+#ifndef NDEBUG
+  static const void* Self() {
+    static thread_local char tag;
+    return &tag;
+  }
+  // Only the holder writes its own tag, so reading our own tag back means
+  // we hold the lock; relaxed is enough for that.
+  void DebugSetOwner() { owner_.store(Self(), std::memory_order_relaxed); }
+  void DebugClearOwner() { owner_.store(nullptr, std::memory_order_relaxed); }
+  [[noreturn]] static void ReportSelfDeadlock();
+  std::atomic<const void*> owner_{nullptr};
+#else
+  void DebugSetOwner() {}
+  void DebugClearOwner() {}
+#endif
+  static inline std::atomic<const char* (*)()> deadlock_context_{nullptr};
   std::atomic<int> state_{0};
 };
 

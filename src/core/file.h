@@ -27,7 +27,14 @@
 
 namespace uepoll::impl {
 
-enum class FileKind : uint8_t { kEventfd, kPipe, kSocket, kEpoll };
+enum class FileKind : uint8_t {
+  kEventfd,
+  kPipe,
+  kSocket,
+  kEpoll,
+  kTimerfd,  // sources/timerfd.h
+  kUser,     // sources/user_object.h: callbacks or a readiness mask
+};
 
 class File {
  public:

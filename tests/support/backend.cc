@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <uepoll/debug.h>
@@ -38,7 +39,7 @@ const Backend kKernel = {
     ::shutdown, ::read, ::write, ::close, ::dup, ::dup2, ::dup3, KFcntl, KPoll,
     KSetLimit,
     // Just below RLIMIT_NOFILE's usual soft limit: never open in the tests.
-    1000};
+    1000, ::timerfd_create, ::timerfd_settime, ::timerfd_gettime};
 
 // uepoll's descriptor limit: RLIMIT_NOFILE, as for the kernel, when its
 // numbers are the kernel's (the default); its own limit in the disjoint
@@ -48,14 +49,33 @@ long USetLimit(long limit) {
   return uepoll_debug_set_fd_limit(limit);
 }
 
-const Backend kUepoll = {
-    "uepoll", false, uepoll_epoll_create, uepoll_epoll_create1,
-    uepoll_epoll_ctl, uepoll_epoll_wait, uepoll_epoll_pwait,
-    uepoll_epoll_pwait2, uepoll_eventfd, uepoll_pipe, uepoll_pipe2,
-    uepoll_socketpair, uepoll_shutdown, uepoll_read, uepoll_write, uepoll_close,
-    uepoll_dup, uepoll_dup2, uepoll_dup3, UFcntl, uepoll_poll, USetLimit,
-    // As for the kernel: uepoll numbers are small.
-    1000};
+const Backend kUepoll = {"uepoll",
+                         false,
+                         uepoll_epoll_create,
+                         uepoll_epoll_create1,
+                         uepoll_epoll_ctl,
+                         uepoll_epoll_wait,
+                         uepoll_epoll_pwait,
+                         uepoll_epoll_pwait2,
+                         uepoll_eventfd,
+                         uepoll_pipe,
+                         uepoll_pipe2,
+                         uepoll_socketpair,
+                         uepoll_shutdown,
+                         uepoll_read,
+                         uepoll_write,
+                         uepoll_close,
+                         uepoll_dup,
+                         uepoll_dup2,
+                         uepoll_dup3,
+                         UFcntl,
+                         uepoll_poll,
+                         USetLimit,
+                         // As for the kernel: uepoll numbers are small.
+                         1000,
+                         uepoll_timerfd_create,
+                         uepoll_timerfd_settime,
+                         uepoll_timerfd_gettime};
 
 }  // namespace
 

@@ -43,6 +43,11 @@ struct Backend {
   long (*set_fd_limit)(long limit);
   // A descriptor number that is certainly not open on this backend.
   int closed_fd;
+  // timerfd (tests/timerfd).
+  int (*timerfd_create)(int clockid, int flags);
+  int (*timerfd_settime)(int fd, int flags, const struct itimerspec* value,
+                         struct itimerspec* old);
+  int (*timerfd_gettime)(int fd, struct itimerspec* cur);
 };
 
 const Backend& KernelBackend();

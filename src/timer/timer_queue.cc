@@ -1,0 +1,326 @@
+#include "timer/timer_queue.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+
+#include <cassert>
+
+#include "base/alloc.h"
+
+namespace uepoll::impl {
+
+TimerQueue& TimerQueue::Get() {
+  // Never destroyed: the detached timer thread may still run while static
+  // destructors do at exit.
+  static TimerQueue* q = new TimerQueue();
+  return *q;
+}
+
+TimerQueue::TimerQueue() {
+  pthread_atfork(&TimerQueue::ForkPrepare, &TimerQueue::ForkParent,
+                 &TimerQueue::ForkChild);
+}
+
+// --- capacity --------------------------------------------------------------
+
+int TimerQueue::Reserve(unsigned bases) {
+  unsigned done = 0;
+  for (int b = 0; b < kNumTimerBases; ++b) {
+    if (!(bases & (1u << b))) continue;
+    for (;;) {
+      uint32_t want;
+      {
+        MutexLock l(mu_);
+        Heap& h = heaps_[b];
+        if (h.reserved < h.cap) {
+          ++h.reserved;
+          break;
+        }
+        want = h.cap ? h.cap * 2 : 64;
+      }
+      // Allocated outside mu_ (seed 003); whoever grows first wins, and the
+      // loop re-decides under the lock.
+      auto* fresh = static_cast<Entry*>(
+          AllocateLine(sizeof(Entry) * (size_t{want} + kPad)));
+      if (!fresh) {
+        Unreserve(done);
+        return -ENOMEM;
+      }
+      Entry* old = nullptr;
+      {
+        MutexLock l(mu_);
+        Heap& h = heaps_[b];
+        if (h.cap < want) {
+          for (uint32_t i = 0; i < h.size; ++i) fresh[i + kPad] = h.at(i);
+          old = h.v;
+          h.v = fresh;
+          h.cap = want;
+          fresh = nullptr;
+        }
+      }
+      if (old) DeallocateLine(old);
+      if (fresh) DeallocateLine(fresh);
+    }
+    done |= 1u << b;
+  }
+  return 0;
+}
+
+void TimerQueue::Unreserve(unsigned bases) {
+  MutexLock l(mu_);
+  for (int b = 0; b < kNumTimerBases; ++b) {
+    if (bases & (1u << b)) {
+      assert(heaps_[b].reserved > heaps_[b].size);
+      --heaps_[b].reserved;
+    }
+  }
+}
+
+// --- the heaps -------------------------------------------------------------
+
+void TimerQueue::SiftUp(Heap& h, uint32_t i, Entry e) {
+  while (i > 0) {
+    uint32_t parent = (i - 1) / kArity;
+    if (h.at(parent).expires <= e.expires) break;
+    Place(h, i, h.at(parent));
+    i = parent;
+  }
+  Place(h, i, e);
+}
+
+void TimerQueue::SiftDown(Heap& h, uint32_t i, Entry e) {
+  for (;;) {
+    uint32_t first = kArity * i + 1;
+    if (first >= h.size) break;
+    uint32_t last = first + kArity < h.size ? first + kArity : h.size;
+    uint32_t c = first;
+    for (uint32_t k = first + 1; k < last; ++k) {
+      if (h.at(k).expires < h.at(c).expires) c = k;
+    }
+    if (e.expires <= h.at(c).expires) break;
+    Place(h, i, h.at(c));
+    i = c;
+  }
+  Place(h, i, e);
+}
+
+void TimerQueue::InsertLocked(Heap& h, TimerNode* n, int64_t expires) {
+  // Reservations guarantee the room: every owner that can be on this heap
+  // reserved a slot in it when it was created.
+  assert(h.size < h.cap);
+  SiftUp(h, h.size++, Entry{expires, n});
+  ++armed_;
+}
+
+void TimerQueue::RemoveLocked(TimerNode* n) {
+  Heap& h = heaps_[static_cast<int>(n->base)];
+  uint32_t i = n->index;
+  n->index = TimerNode::kNotQueued;
+  --armed_;
+  Entry last = h.at(--h.size);
+  if (i == h.size) return;
+  // The last entry fills the hole; it may belong above or below it.
+  if (i > 0 && h.at((i - 1) / kArity).expires > last.expires) {
+    SiftUp(h, i, last);
+  } else {
+    SiftDown(h, i, last);
+  }
+}
+
+void TimerQueue::Arm(TimerNode* n, TimerBase base, int64_t expires) {
+  bool kick = false;
+  bool start = false;
+  {
+    MutexLock l(mu_);
+    if (n->index != TimerNode::kNotQueued) RemoveLocked(n);
+    n->base = base;
+    Heap& h = heaps_[static_cast<int>(base)];
+    InsertLocked(h, n, expires);
+    start = !started_;
+    if (n->index == 0 && sleeping_) {
+      // The new earliest expiry of its base: wake the thread if it sleeps
+      // past it. Other bases' deadlines are converted to the monotonic
+      // clock the thread sleeps on.
+      int64_t at = expires;
+      if (base != TimerBase::kMonotonic && expires != kNsMax) {
+        int64_t now = ClockNowNs(base);
+        at = AddNsSat(ClockNowNs(TimerBase::kMonotonic),
+                      expires > now ? expires - now : 0);
+      }
+      if (at < sleep_until_) {
+        sleep_until_ = at;
+        futex_.Bump();
+        kick = true;
+      }
+    }
+  }
+  if (kick) futex_.Wake();
+  // Normally the arming call started the thread already (EnsureThread);
+  // this covers a child of fork() whose restart failed.
+  if (start) (void)EnsureThread();
+}
+
+void TimerQueue::Disarm(TimerNode* n) {
+  MutexLock l(mu_);
+  // No kick: a thread that wakes for a timer that is gone just sleeps again.
+  if (n->index != TimerNode::kNotQueued) RemoveLocked(n);
+}
+
+void TimerQueue::Cancel(TimerNode* n) {
+  Disarm(n);
+  // Off the heap, so no new fire can start: wait out one in progress. A
+  // fire is a few lock operations and wakeups; yield rather than spin, as
+  // the timer thread may need this core.
+  while (n->firing.load(std::memory_order_acquire)) sched_yield();
+}
+
+long TimerQueue::armed() {
+  MutexLock l(mu_);
+  return armed_;
+}
+
+bool TimerQueue::thread_started() {
+  MutexLock l(mu_);
+  return started_;
+}
+
+// --- the thread ------------------------------------------------------------
+
+int TimerQueue::EnsureThread() {
+  {
+    MutexLock l(mu_);
+    if (started_) return 0;
+    started_ = true;  // claimed: only one caller creates it
+  }
+  int err = StartThread();
+  if (err) {
+    MutexLock l(mu_);
+    started_ = false;
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+int TimerQueue::StartThread() {
+  pthread_attr_t attr;
+  if (int err = pthread_attr_init(&attr)) return err;
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  // The thread inherits the creator's mask: block everything around the
+  // creation, so that no handler ever runs on it and process-directed
+  // signals go to the application's threads.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t tid;
+  int err = pthread_create(&tid, &attr, &TimerQueue::ThreadMain, this);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+  if (!err) pthread_setname_np(tid, "uepoll-timer");
+  return err;
+}
+
+void* TimerQueue::ThreadMain(void* arg) {
+  // Expiries are exact instants, like a timerfd's hrtimer: no slack.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  static_cast<TimerQueue*>(arg)->Run();
+  return nullptr;
+}
+
+int TimerQueue::CollectDueLocked(TimerNode** batch, int64_t* sleep_until) {
+  int n = 0;
+  int64_t now[kNumTimerBases] = {};
+  for (int b = 0; b < kNumTimerBases; ++b) {
+    Heap& h = heaps_[b];
+    if (h.size == 0) continue;
+    now[b] = ClockNowNs(static_cast<TimerBase>(b));
+    while (h.size > 0 && h.at(0).expires <= now[b] && n < kBatch) {
+      TimerNode* t = h.at(0).node;
+      RemoveLocked(t);
+      t->firing.store(true, std::memory_order_relaxed);
+      batch[n++] = t;
+    }
+  }
+  if (n > 0) return n;
+  int64_t earliest = kNsMax;
+  for (int b = 0; b < kNumTimerBases; ++b) {
+    Heap& h = heaps_[b];
+    if (h.size == 0) continue;
+    int64_t at = h.at(0).expires;
+    if (b != static_cast<int>(TimerBase::kMonotonic) && at != kNsMax) {
+      // Converted at the current offset between the clocks. A step of the
+      // realtime clock while the thread sleeps is seen at its next wakeup
+      // (docs/semantics.md).
+      at = AddNsSat(ClockNowNs(TimerBase::kMonotonic),
+                    at > now[b] ? at - now[b] : 0);
+    }
+    if (at < earliest) earliest = at;
+  }
+  *sleep_until = earliest;
+  return 0;
+}
+
+void TimerQueue::Run() NO_THREAD_SAFETY_ANALYSIS {
+  for (;;) {
+    TimerNode* batch[kBatch];
+    int n;
+    int64_t sleep_until = kNsMax;
+    uint32_t seen = 0;
+    fire_mu_.Lock();
+    {
+      MutexLock l(mu_);
+      sleeping_ = false;
+      n = CollectDueLocked(batch, &sleep_until);
+      if (n == 0) {
+        // Decided under mu_, with the word read under mu_: an Arm after
+        // this point bumps the word and the sleep below returns at once.
+        sleeping_ = true;
+        sleep_until_ = sleep_until;
+        seen = futex_.Load();
+      }
+    }
+    for (int i = 0; i < n; ++i) {
+      batch[i]->ops->fire(batch[i]);
+      // release: the owner's Cancel may free it once it sees false.
+      batch[i]->firing.store(false, std::memory_order_release);
+    }
+    fire_mu_.Unlock();
+    if (n == 0) futex_.Wait(seen, sleep_until);
+  }
+}
+
+// --- fork ------------------------------------------------------------------
+
+// The prepare handler waits for the current batch of fires, so the timer
+// thread holds no owner's lock (and mu_ is free) at the fork: the child,
+// which has no timer thread, can use every timer and take every lock.
+void TimerQueue::ForkPrepare() NO_THREAD_SAFETY_ANALYSIS {
+  TimerQueue& q = Get();
+  q.fire_mu_.Lock();
+  q.mu_.Lock();
+}
+
+void TimerQueue::ForkParent() NO_THREAD_SAFETY_ANALYSIS {
+  TimerQueue& q = Get();
+  q.mu_.Unlock();
+  q.fire_mu_.Unlock();
+}
+
+void TimerQueue::ForkChild() NO_THREAD_SAFETY_ANALYSIS {
+  TimerQueue& q = Get();
+  // The child's copies of armed timers stay armed (docs/semantics.md D12:
+  // objects are copied), but the thread did not survive: start a new one
+  // if anything is armed, so that a waiter in the child is still woken.
+  q.started_ = false;
+  q.sleeping_ = false;
+  q.sleep_until_ = kNsMax;
+  q.futex_.Reset();
+  bool any = q.armed_ > 0;
+  q.mu_.Unlock();
+  q.fire_mu_.Unlock();
+  if (any) (void)q.EnsureThread();
+}
+
+}  // namespace uepoll::impl

@@ -1,0 +1,88 @@
+// A fixture for timerfd tests on both backends: creating, arming and
+// reading timers through B(), and time bounds that turn the kernel's
+// counting rules into exact checks.
+#ifndef UEPOLL_TESTS_TIMERFD_TIMERFD_TEST_H_
+#define UEPOLL_TESTS_TIMERFD_TIMERFD_TEST_H_
+
+#include <sys/timerfd.h>
+
+#include <cstdint>
+
+#include "conformance/helpers.h"
+
+namespace uepoll_test {
+
+inline constexpr int64_t kMs = 1000000;
+inline constexpr int64_t kSec = 1000000000;
+// Every wait for an expiry is bounded by this (ms): a lost wakeup fails.
+inline constexpr int kExpiryWaitMs = 10000;
+
+inline timespec Ts(int64_t ns) {
+  timespec t;
+  t.tv_sec = ns / kSec;
+  t.tv_nsec = ns % kSec;
+  return t;
+}
+inline int64_t Ns(const timespec& t) { return t.tv_sec * kSec + t.tv_nsec; }
+inline itimerspec Spec(int64_t value_ns, int64_t interval_ns = 0) {
+  itimerspec s;
+  s.it_value = Ts(value_ns);
+  s.it_interval = Ts(interval_ns);
+  return s;
+}
+inline int64_t ClockNs(clockid_t c) {
+  timespec t;
+  clock_gettime(c, &t);
+  return Ns(t);
+}
+
+class TimerfdTest : public ConformanceTest {
+ protected:
+  int Timerfd(int clockid = CLOCK_MONOTONIC, int flags = TFD_NONBLOCK) {
+    int fd = B().timerfd_create(clockid, flags);
+    EXPECT_GE(fd, 0) << "timerfd_create: " << strerror(errno);
+    return Track(fd);
+  }
+  // settime that must succeed; returns the old value.
+  itimerspec Arm(int fd, int64_t value_ns, int64_t interval_ns = 0,
+                 int flags = 0) {
+    itimerspec v = Spec(value_ns, interval_ns), old{};
+    EXPECT_EQ(B().timerfd_settime(fd, flags, &v, &old), 0)
+        << "timerfd_settime: " << strerror(errno);
+    return old;
+  }
+  itimerspec Get(int fd) {
+    itimerspec cur{};
+    EXPECT_EQ(B().timerfd_gettime(fd, &cur), 0)
+        << "timerfd_gettime: " << strerror(errno);
+    return cur;
+  }
+  // A read that must return 8 bytes: the expiration count.
+  uint64_t Ticks(int fd) {
+    uint64_t v = 0;
+    EXPECT_EQ(B().read(fd, &v, sizeof v), 8) << "read: " << strerror(errno);
+    return v;
+  }
+  // Blocks in poll() until fd is readable; false on timeout.
+  bool WaitReadable(int fd, int timeout_ms = kExpiryWaitMs) {
+    struct pollfd p {};
+    p.fd = fd;
+    p.events = POLLIN;
+    int n = B().poll(&p, 1, timeout_ms);
+    EXPECT_GE(n, 0) << "poll: " << strerror(errno);
+    return n == 1 && (p.revents & POLLIN);
+  }
+  // Lets time pass without waiting on anything that may become ready: a
+  // blocking wait on an empty instance. Not synchronization: the checks
+  // after it derive their bounds from clock readings, not from its length.
+  void Pass(int ms) {
+    int ep = Epoll();
+    epoll_event ev;
+    EXPECT_EQ(B().epoll_wait(ep, &ev, 1, ms), 0);
+    Close(ep);
+  }
+};
+
+}  // namespace uepoll_test
+
+#endif  // UEPOLL_TESTS_TIMERFD_TIMERFD_TEST_H_
