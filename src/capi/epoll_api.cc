@@ -7,10 +7,10 @@
 
 #include <uepoll/uepoll.h>
 
+#include "base/sys.h"
 #include "capi/errors.h"
 #include "core/fd_table.h"
 #include "epoll/eventpoll.h"
-#include "base/sys.h"
 
 using uepoll::impl::Deadline;
 using uepoll::impl::kNotUepoll;
@@ -89,6 +89,10 @@ int uepoll_epoll_create(int size) {
 
 int uepoll_epoll_create1(int flags) {
   return ToErrno(uepoll::impl::EpollCreate(flags));
+}
+
+int uepoll_epoll_make_watchable(int epfd) {
+  return ToErrno(uepoll::impl::EpollMakeWatchable(epfd));
 }
 
 int uepoll_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event) {

@@ -7,9 +7,9 @@
 
 #include <uepoll/uepoll.h>
 
+#include "base/sys.h"
 #include "capi/errors.h"
 #include "core/fd_table.h"
-#include "base/sys.h"
 #include "sources/eventfd.h"
 #include "sources/pipe.h"
 #include "sources/socket.h"

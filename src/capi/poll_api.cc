@@ -23,10 +23,10 @@
 
 #include "base/alloc.h"
 #include "base/parker.h"
+#include "base/sys.h"
 #include "capi/errors.h"
 #include "core/fd_table.h"
 #include "kernel/bridge.h"
-#include "base/sys.h"
 
 namespace uepoll::impl {
 namespace {
@@ -69,40 +69,45 @@ class Array {
   T* p_;
 };
 
-// Scratch for a pass: the array's kernel descriptors and where they came
-// from.
-struct KernelPart {
-  pollfd* fds;
-  nfds_t* from;
-};
-
-// One pass: fills revents, returns how many are nonzero. Each pass looks
-// the descriptors up again, as the kernel's do_poll does: one closed while
-// we slept reports POLLNVAL.
-int PollOnce(pollfd* fds, nfds_t n, KernelPart kp) {
+// One pass: fills revents, returns how many are nonzero (or -errno). Each
+// pass looks the descriptors up again, as the kernel's do_poll does: one
+// closed while we slept reports POLLNVAL. Kernel descriptors are asked in
+// batches, one ppoll with a zero timeout each, from a stack array: a poll
+// that need not sleep allocates nothing.
+int PollOnce(pollfd* fds, nfds_t n) {
+  constexpr nfds_t kBatch = 16;
+  pollfd kp[kBatch];
+  nfds_t from[kBatch];
   nfds_t nk = 0;
   int count = 0;
+  auto flush = [&]() -> int {
+    if (nk == 0) return 0;
+    timespec zero{0, 0};
+    if (sys::Ppoll(kp, nk, &zero, nullptr) < 0) return -errno;
+    for (nfds_t j = 0; j < nk; ++j) {
+      fds[from[j]].revents = kp[j].revents;
+      if (kp[j].revents) ++count;
+    }
+    nk = 0;
+    return 0;
+  };
   for (nfds_t i = 0; i < n; ++i) {
     fds[i].revents = 0;
     if (fds[i].fd < 0) continue;
     FileRef ref = FdTable::Get().Lookup(fds[i].fd);
     if (!ref) {
-      kp.fds[nk] = pollfd{fds[i].fd, fds[i].events, 0};
-      kp.from[nk++] = i;
+      kp[nk] = pollfd{fds[i].fd, fds[i].events, 0};
+      from[nk++] = i;
+      if (nk == kBatch) {
+        if (int r = flush()) return r;
+      }
       continue;
     }
     uint32_t want = static_cast<uint16_t>(fds[i].events) | EPOLLERR | EPOLLHUP;
     fds[i].revents = static_cast<short>(ref->Poll(0) & want);
     if (fds[i].revents) ++count;
   }
-  if (nk) {
-    timespec zero{0, 0};
-    if (sys::Ppoll(kp.fds, nk, &zero, nullptr) < 0) return -errno;
-    for (nfds_t j = 0; j < nk; ++j) {
-      fds[kp.from[j]].revents = kp.fds[j].revents;
-      if (kp.fds[j].revents) ++count;
-    }
-  }
+  if (int r = flush()) return r;
   return count;
 }
 
@@ -147,11 +152,7 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline,
     int r = sys::Ppoll(fds, n, timeout, mask);
     return r < 0 ? -errno : r;
   }
-  Array<pollfd> kfds(n);
-  Array<nfds_t> kfrom(n);
-  if (!kfds.ok() || !kfrom.ok()) return -ENOMEM;
-  KernelPart kp{kfds.get(), kfrom.get()};
-  int count = PollOnce(fds, n, kp);
+  int count = PollOnce(fds, n);
   if (count || deadline.is_zero()) return count;
 
   // The objects whose queues we sleep on, held for the whole wait, and the
@@ -209,7 +210,7 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline,
       entries[i].queue = &files[i]->PollQueue();
       entries[i].queue->Add(&entries[i].entry);
     }
-    count = PollOnce(fds, n, kp);
+    count = PollOnce(fds, n);
     Parker::Result r = Parker::kWoken;
     if (!count) {
       r = parker->Park(deadline, mask, ns > 1 ? sleep_set.get() : nullptr, ns);
@@ -223,7 +224,7 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline,
         }
       }
     }
-    count = PollOnce(fds, n, kp);
+    count = PollOnce(fds, n);
     if (count) return count;
     if (r & Parker::kInterrupted) return -EINTR;
     if ((r & Parker::kTimedOut) || deadline.Expired()) return 0;

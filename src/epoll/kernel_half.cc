@@ -30,11 +30,11 @@
 #include <fcntl.h>
 #include <sched.h>
 
+#include "base/sys.h"
 #include "core/fd_table.h"
 #include "epoll/eventpoll.h"
 #include "epoll/nesting.h"
 #include "kernel/bridge.h"
-#include "base/sys.h"
 
 namespace uepoll::impl {
 namespace {
@@ -107,6 +107,7 @@ void Eventpoll::NumberAdded(int newfd, int oldfd) {
 
 void Eventpoll::NumberRemoved(int fd) {
   if (!mixed_.load(std::memory_order_seq_cst)) return;
+  bool last = false;
   {
     MutexLock l(kmu_);
     if (knum_.load(std::memory_order_relaxed) != fd) return;
@@ -118,7 +119,11 @@ void Eventpoll::NumberRemoved(int fd) {
     }
     // seq_cst, against KernelOp's increment of kops_ then load of knum_.
     knum_.store(other, std::memory_order_seq_cst);
+    last = other < 0;
   }
+  // The last number: the kernel epoll closes with it, and with it the only
+  // way to check that the mirror's number is still ours.
+  if (last) DropMirror(fd);
   // Operations that read the old number finish before it is closed.
   for (int spins = 0; kops_.load(std::memory_order_seq_cst) != 0; ++spins) {
     if (spins < 64) {
@@ -262,6 +267,14 @@ int Eventpoll::SendKernelEvents(epoll_event* events, int maxevents) {
     if (k < 0) return 0;
     timespec zero{0, 0};
     int n = sys::EpollPwait2(k, events, maxevents, &zero, nullptr);
+    if (n > 0 && watchable()) {
+      // The mirror is not an event of the application's (watchable.cc).
+      int kept = 0;
+      for (int i = 0; i < n; ++i) {
+        if (!IsMirrorEvent(events[i])) events[kept++] = events[i];
+      }
+      n = kept;
+    }
     if (n >= 0) return n;
     // EFAULT as the kernel gives it (an event to copy, no buffer); anything
     // else means the kernel half is gone (the application closed it).

@@ -128,6 +128,8 @@ int Eventpoll::SendUepollEvents(epoll_event* events,
     }
   }
   DoneScan(&txlist, ntx, &requeue, nrequeue);
+  // A watchable instance's kernel face follows what the harvest left.
+  if (watchable()) SyncMirror();
   return res;
 }
 
@@ -163,7 +165,10 @@ uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
     --ntx;
   }
   DoneScan(&txlist, ntx, &requeue, 0);
-  // The kernel half is asked only when the uepoll half has nothing.
+  // The kernel half is asked only when the uepoll half has nothing; the
+  // mirror of a watchable instance is disarmed first (it would answer for
+  // the uepoll half, stale).
+  if (!res && watchable()) SyncMirror();
   if (!res && mixed_.load(std::memory_order_acquire) && KernelReady()) {
     res = EPOLLIN | EPOLLRDNORM;
   }
