@@ -150,8 +150,9 @@ ssize_t PipeInode::Read(void* buf, size_t count, bool nonblock) {
   ssize_t ret = 0;
   bool wake_writer = false;
   bool wake_next_reader = false;
-  Page* to_free[kPipeSlots];
-  unsigned nfree = 0;
+  // Drained pages are freed after mu_ is released, on every way out (a
+  // cancelled sleep included): at most one per slot.
+  PagePool to_free;
   mu_.Lock();
   for (;;) {
     if (!EmptyLocked()) {
@@ -174,7 +175,7 @@ ssize_t PipeInode::Read(void* buf, size_t count, bool nonblock) {
         if (!tmp_page_) {
           tmp_page_ = b.page;
         } else {
-          to_free[nfree++] = b.page;
+          to_free.Put(b.page);
         }
         b.page = nullptr;
         ++tail_;
@@ -195,10 +196,7 @@ ssize_t PipeInode::Read(void* buf, size_t count, bool nonblock) {
     wake_writer = false;
     int r = WaitForIo(rd_wait_, /*exclusive=*/true, SignalRule::kRestartable,
                       [this] { return Readable(); });
-    if (r) {
-      for (unsigned i = 0; i < nfree; ++i) delete to_free[i];
-      return r;
-    }
+    if (r) return r;
     mu_.Lock();
     // Relock: nothing decided before the drop is used. The wake owed to
     // writers was issued above; emptiness, writers_ and FullLocked() are
@@ -207,7 +205,6 @@ ssize_t PipeInode::Read(void* buf, size_t count, bool nonblock) {
   }
   if (EmptyLocked()) wake_next_reader = false;
   mu_.Unlock();
-  for (unsigned i = 0; i < nfree; ++i) delete to_free[i];
   if (wake_writer) wr_wait_.WakeUp(EPOLLOUT | EPOLLWRNORM, 1);
   if (wake_next_reader) rd_wait_.WakeUp(EPOLLIN | EPOLLRDNORM, 1);
   return ret;
