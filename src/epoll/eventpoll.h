@@ -189,6 +189,9 @@ class Eventpoll final : public File {
   bool RemoveLocked(EpItem* epi, bool force) REQUIRES(mtx_);
 
   int SendEvents(epoll_event* events, int maxevents) EXCLUDES(mtx_);
+  // Drops the queued items that are no longer ready (consuming nothing);
+  // returns how many remain.
+  int PruneIdle() EXCLUDES(mtx_, lock_);
   // SendEvents' uepoll half.
   int SendUepollEvents(epoll_event* events, int maxevents) EXCLUDES(mtx_);
   // Up to maxevents events of the kernel half (0 if it has none).

@@ -175,6 +175,27 @@ uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
   return res;
 }
 
+int Eventpoll::PruneIdle() NO_THREAD_SAFETY_ANALYSIS {
+  ListNode txlist, requeue;
+  MutexLock m(mtx_);
+  int ntx = StartScan(&txlist);
+  for (ListNode* n = txlist.next; n != &txlist;) {
+    EpItem* epi = UEPOLL_CONTAINER_OF(n, EpItem, rdllink);
+    n = n->next;
+    // Cleared before the poll, as in SendUepollEvents.
+    epi->queued.store(false, std::memory_order_seq_cst);
+    if (ItemPoll(epi, 1)) {
+      epi->queued.store(true, std::memory_order_relaxed);  // stays queued
+    } else {
+      epi->rdllink.Unlink();
+      --ntx;
+    }
+  }
+  DoneScan(&txlist, ntx, &requeue, 0);
+  MutexLock l(lock_);
+  return nready_;
+}
+
 EpollParams Eventpoll::params() const {
   EpollParams p;
   p.busy_poll_usecs = busy_poll_usecs_.load(std::memory_order_relaxed);
@@ -258,7 +279,13 @@ int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
       enough = nready_ + collected >= maxevents;
       if (!enough) QueueWaiterLocked(&w);
     }
-    if (enough) break;
+    if (enough) {
+      // Count only items that are ready now: an LT item an earlier harvest
+      // left queued may have gone idle since, and would end the phase
+      // early with fewer than maxevents events.
+      if (PruneIdle() + collected >= maxevents) break;
+      continue;
+    }
     pollfd kfds[3];
     nfds_t nk = watch_kernel ? SleepSet(kfds) : 1;
     WaiterGuard guard(this, &w);
