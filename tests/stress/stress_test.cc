@@ -148,7 +148,10 @@ TEST_P(Stress, OneshotDeliversEachEventToExactlyOneThread) {
 // threads (2 per instance) wait and read. A write wakes one instance, or
 // queues the item on several when none has a waiter, so a report may find
 // the token already taken by another instance's thread (allowed, counted);
-// every token must still be taken exactly once.
+// every token must still be taken exactly once. Each source is first added
+// to a fifth instance nobody waits on: its exclusive entry comes first on
+// the source's queue, and since its instance has no waiter it must pass the
+// wakeup on (ep_poll_callback's ewake) instead of keeping it.
 TEST_P(Stress, ExclusiveAcrossInstancesLosesAndDuplicatesNothing) {
   constexpr int kInstances = 4, kSources = 8, kThreads = 8;
   constexpr long kWrites = 200000;
@@ -161,8 +164,12 @@ TEST_P(Stress, ExclusiveAcrossInstancesLosesAndDuplicatesNothing) {
     ep = Epoll();
     ASSERT_EQ(AddEv(ep, stop, EPOLLIN, kStop), 0);
   }
+  const int idle = Epoll();
   for (int i = 0; i < kSources; ++i) {
     src[i] = Eventfd(0, EFD_NONBLOCK);
+    ASSERT_EQ(
+        AddEv(idle, src[i], EPOLLIN | EPOLLEXCLUSIVE, static_cast<uint64_t>(i)),
+        0);
     for (int ep : eps) {
       ASSERT_EQ(
           AddEv(ep, src[i], EPOLLIN | EPOLLEXCLUSIVE, static_cast<uint64_t>(i)),
@@ -316,6 +323,200 @@ TEST_P(Stress, EdgeTriggeredProducerConsumerLosesNoWakeupOver1MEvents) {
   EXPECT_EQ(wrong.load(), 0) << "a token read out of order";
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(tokens.taken(), tokens.sent());
+}
+
+// ---------------------------------------------------------------------------
+// EPOLL_CTL_ADD racing a write to its source. ADD hooks the item's wait
+// entry before its first poll of the source (ep_insert), so whatever the
+// interleaving either that poll sees the write or the write's wakeup finds
+// the entry: a zero-timeout wait after both must report the event, for LT
+// and ET items alike. Each round, a writer thread writes once to each of
+// 32 fresh eventfds in turn while this thread ADDs them in turn, both
+// starting once they see each other running, each after a random spin; the
+// two sequences drift against each other, so some writes land inside an
+// ADD. (Polling before hooking loses such an event
+// for good: no later write comes.)
+TEST_P(Stress, AddRacingAWriteNeverLosesTheEvent) {
+  constexpr int kPerRound = 32;
+  constexpr long kRounds = 20000;
+  std::mt19937_64 rng(StressSeed(Name()));
+  Budget budget(kRounds, 3.0);
+  const Backend* b = &B();
+  int ep = Epoll();
+  std::array<std::atomic<int>, kPerRound> src;
+  std::atomic<long> round{0}, ready{0}, written{0}, errors{0};
+  std::atomic<bool> stop{false};
+  auto spin = [](uint64_t n) {
+    for (uint64_t i = 0; i < n; ++i) {
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    }
+  };
+  uint64_t wseed = rng();
+  std::thread writer([&] {
+    std::mt19937_64 r(wseed);
+    long seen = 0;
+    for (;;) {
+      long g;
+      // Spin a while before yielding: a writer that has to be scheduled
+      // again would write long after the ADDs.
+      for (int k = 0; (g = round.load(std::memory_order_acquire)) == seen;
+           ++k) {
+        if (stop.load(std::memory_order_relaxed)) return;
+        if (k > 20000) std::this_thread::yield();
+      }
+      seen = g;
+      ready.store(g, std::memory_order_release);
+      spin(r() % 2000);
+      uint64_t one = 1;
+      for (auto& fd : src) {
+        if (b->write(fd.load(std::memory_order_relaxed), &one, 8) != 8) {
+          ++errors;
+        }
+      }
+      written.store(g, std::memory_order_release);
+    }
+  });
+  struct Stopper {  // also when an ASSERT returns early
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Stopper() {
+      stop.store(true);
+      if (t.joinable()) t.join();
+    }
+  } stopper{stop, writer};
+  long lost_lt = 0, lost_et = 0;
+  while (budget.Take()) {
+    for (auto& fd : src) {
+      fd.store(b->eventfd(0, EFD_NONBLOCK), std::memory_order_relaxed);
+      ASSERT_GE(fd.load(), 0);
+    }
+    const bool et = rng() % 2;
+    // Release: the writer sees the new descriptors once it sees the round.
+    long g = round.fetch_add(1, std::memory_order_release) + 1;
+    // Start when the writer is seen running: the two sequences then run at
+    // the same time (on a loaded machine they rarely would otherwise).
+    for (int k = 0; ready.load(std::memory_order_acquire) != g; ++k) {
+      ASSERT_FALSE(budget.PastHardDeadline()) << "the writer stopped";
+      if (k > 20000) std::this_thread::yield();
+    }
+    spin(rng() % 2000);
+    for (int i = 0; i < kPerRound; ++i) {
+      epoll_event ev{};
+      ev.events = EPOLLIN | (et ? EPOLLET : 0u);
+      ev.data.u64 = static_cast<uint64_t>(i);
+      ASSERT_EQ(b->epoll_ctl(ep, EPOLL_CTL_ADD, src[i].load(), &ev), 0);
+    }
+    while (written.load(std::memory_order_acquire) != g) {
+      ASSERT_FALSE(budget.PastHardDeadline()) << "the writer stopped";
+      std::this_thread::yield();
+    }
+    epoll_event out[kPerRound + 1];
+    int n = b->epoll_wait(ep, out, kPerRound + 1, 0);
+    if (n != kPerRound) (et ? lost_et : lost_lt) += kPerRound - n;
+    for (auto& fd : src) {
+      ASSERT_EQ(b->epoll_ctl(ep, EPOLL_CTL_DEL, fd.load(), nullptr), 0);
+      ASSERT_EQ(b->close(fd.load()), 0);
+    }
+  }
+  ReportBudget(Name(), budget, kRounds);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(lost_lt, 0) << "LT items whose racing write was never reported";
+  EXPECT_EQ(lost_et, 0) << "ET items whose racing write was never reported";
+}
+
+// ---------------------------------------------------------------------------
+// The ready list's order when an item fires during a harvest. Items A, B, C
+// (LT, ready, in that order) and D (LT, not ready) are in an instance; a
+// harvest of one event takes A while a writer makes D ready at a random
+// moment (before, during or after the harvest's scan). The kernel's
+// ep_done_scan puts the items the harvest did not reach (B, C) first, then
+// those that fired during the scan (D), then the LT items it re-queues (A):
+// whatever the timing, the next harvest starts with B, C, and reports all
+// four. (Where D lands relative to A depends on the timing, so it is not
+// checked.)
+TEST_P(Stress, HarvestRacingAnArrivalKeepsUnreachedItemsFirst) {
+  constexpr long kRounds = 20000;
+  std::mt19937_64 rng(StressSeed(Name()));
+  Budget budget(kRounds, 3.0);
+  const Backend* b = &B();
+  std::atomic<long> round{0}, ready{0}, written{0}, errors{0};
+  std::atomic<int> d_fd{-1};
+  std::atomic<bool> stop{false};
+  auto spin = [](uint64_t n) {
+    for (uint64_t i = 0; i < n; ++i) {
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    }
+  };
+  uint64_t wseed = rng();
+  std::thread writer([&] {
+    std::mt19937_64 r(wseed);
+    long seen = 0;
+    for (;;) {
+      long g;
+      for (int k = 0; (g = round.load(std::memory_order_acquire)) == seen;
+           ++k) {
+        if (stop.load(std::memory_order_relaxed)) return;
+        if (k > 20000) std::this_thread::yield();
+      }
+      seen = g;
+      ready.store(g, std::memory_order_release);
+      spin(r() % 3000);
+      uint64_t one = 1;
+      if (b->write(d_fd.load(std::memory_order_relaxed), &one, 8) != 8) {
+        ++errors;
+      }
+      written.store(g, std::memory_order_release);
+    }
+  });
+  struct Stopper {  // also when an ASSERT returns early
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Stopper() {
+      stop.store(true);
+      if (t.joinable()) t.join();
+    }
+  } stopper{stop, writer};
+  long misordered = 0;
+  std::string example;
+  while (budget.Take()) {
+    int ep = b->epoll_create1(0);
+    ASSERT_GE(ep, 0);
+    int fd[4];
+    for (int i = 0; i < 4; ++i) {
+      fd[i] = b->eventfd(i < 3 ? 1 : 0, EFD_NONBLOCK);  // A B C ready, D not
+      ASSERT_GE(fd[i], 0);
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = static_cast<uint64_t>('A' + i);
+      ASSERT_EQ(b->epoll_ctl(ep, EPOLL_CTL_ADD, fd[i], &ev), 0);
+    }
+    d_fd.store(fd[3], std::memory_order_relaxed);
+    long g = round.fetch_add(1, std::memory_order_release) + 1;
+    for (int k = 0; ready.load(std::memory_order_acquire) != g; ++k) {
+      ASSERT_FALSE(budget.PastHardDeadline()) << "the writer stopped";
+      if (k > 20000) std::this_thread::yield();
+    }
+    spin(rng() % 3000);
+    epoll_event out[8];
+    ASSERT_EQ(b->epoll_wait(ep, out, 1, 0), 1);
+    ASSERT_EQ(out[0].data.u64, uint64_t{'A'});
+    while (written.load(std::memory_order_acquire) != g) {
+      ASSERT_FALSE(budget.PastHardDeadline()) << "the writer stopped";
+      std::this_thread::yield();
+    }
+    int n = b->epoll_wait(ep, out, 8, 0);
+    std::string order;
+    for (int i = 0; i < n; ++i) order += static_cast<char>(out[i].data.u64);
+    if (n != 4 || order.compare(0, 2, "BC") != 0) {
+      ++misordered;
+      example = order;
+    }
+    for (int f : fd) ASSERT_EQ(b->close(f), 0);
+    ASSERT_EQ(b->close(ep), 0);
+  }
+  ReportBudget(Name(), budget, kRounds);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(misordered, 0) << "e.g. " << example << " (want BC then A, D)";
 }
 
 // ---------------------------------------------------------------------------
