@@ -153,10 +153,13 @@ run_tests() {  # logfile [label...]
 
 first_failure() {  # logfile
   local t
-  t=$(grep -m1 -E 'Test +#[0-9]+: .*\*\*\*' "$1" |
-        sed -E 's/.*Test +#[0-9]+: ([^ ]+).*/\1/') || true
+  # ctest's closing list names every failed test; without it (the cap cut
+  # the run short), the first ***Failed/***Timeout/***Exception line.
+  t=$(sed -n '/^The following tests FAILED:/{n;p;q}' "$1" |
+        sed -E 's/^[[:space:]]*[0-9]+ - ([^ ]+).*/\1/') || true
   if [[ -z $t ]]; then
-    t=$(grep -m1 -E '^[[:space:]]+[0-9]+ - ' "$1" | sed -E 's/^ +[0-9]+ - //') || true
+    t=$(grep -m1 -E '\*\*\*(Failed|Timeout|Exception)' "$1" |
+          sed -E 's/.*Test +#[0-9]+: ([^ ]+).*/\1/') || true
   fi
   printf '%s' "${t:-(see log)}"
 }
