@@ -10,6 +10,9 @@
 #ifndef UEPOLL_TESTS_STRESS_STRESS_H_
 #define UEPOLL_TESTS_STRESS_STRESS_H_
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -191,6 +194,46 @@ class Tokens {
   std::unique_ptr<std::atomic<bool>[]> busy_;
   std::unique_ptr<std::atomic<uint64_t>[]> sent_;
   std::atomic<long> total_{0}, taken_{0};
+};
+
+// Pins this thread and one other to two different CPUs (of those the
+// process may use), so that two threads racing over a window of a few
+// instructions really run at once: left to the scheduler on a loaded
+// machine they often share one CPU and the race is never run. Restores
+// this thread's affinity when it goes. Does nothing with fewer than 2 CPUs.
+class CpuPair {
+ public:
+  CpuPair() {
+    CPU_ZERO(&saved_);
+    if (pthread_getaffinity_np(pthread_self(), sizeof saved_, &saved_) != 0) {
+      return;
+    }
+    for (int c = 0, n = 0; c < CPU_SETSIZE && n < 2; ++c) {
+      if (CPU_ISSET(c, &saved_)) cpu_[n++] = c;
+    }
+    if (cpu_[1] >= 0) Pin(cpu_[0]);
+  }
+  ~CpuPair() {
+    if (cpu_[1] >= 0) {
+      pthread_setaffinity_np(pthread_self(), sizeof saved_, &saved_);
+    }
+  }
+  CpuPair(const CpuPair&) = delete;
+  CpuPair& operator=(const CpuPair&) = delete;
+  // Called by the other thread.
+  void PinOther() const {
+    if (cpu_[1] >= 0) Pin(cpu_[1]);
+  }
+
+ private:
+  static void Pin(int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+  }
+  cpu_set_t saved_;
+  int cpu_[2] = {-1, -1};
 };
 
 inline void ReportBudget(const char* test, const Budget& b, long iterations) {

@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -330,12 +332,13 @@ TEST_P(Stress, EdgeTriggeredProducerConsumerLosesNoWakeupOver1MEvents) {
 // entry before its first poll of the source (ep_insert), so whatever the
 // interleaving either that poll sees the write or the write's wakeup finds
 // the entry: a zero-timeout wait after both must report the event, for LT
-// and ET items alike. Each round, a writer thread writes once to each of
-// 32 fresh eventfds in turn while this thread ADDs them in turn, both
-// starting once they see each other running, each after a random spin; the
-// two sequences drift against each other, so some writes land inside an
-// ADD. (Polling before hooking loses such an event
-// for good: no later write comes.)
+// and ET items alike. Each round has 32 fresh eventfds; this thread ADDs
+// them in turn, announcing each ADD just before it makes it, and a writer
+// thread waits for each announcement, spins a random while and writes once
+// to that eventfd, so that its writes land before, inside and after the
+// ADDs; the two threads run on two different CPUs. (Polling before
+// hooking loses a write that falls between the two for good: no later
+// write comes.)
 TEST_P(Stress, AddRacingAWriteNeverLosesTheEvent) {
   constexpr int kPerRound = 32;
   constexpr long kRounds = 20000;
@@ -344,32 +347,34 @@ TEST_P(Stress, AddRacingAWriteNeverLosesTheEvent) {
   const Backend* b = &B();
   int ep = Epoll();
   std::array<std::atomic<int>, kPerRound> src;
-  std::atomic<long> round{0}, ready{0}, written{0}, errors{0};
+  // armed = round * kPerRound + i: the ADD of src[i] is about to start.
+  std::atomic<long> armed{-1}, written{0}, errors{0};
   std::atomic<bool> stop{false};
   auto spin = [](uint64_t n) {
     for (uint64_t i = 0; i < n; ++i) {
       std::atomic_signal_fence(std::memory_order_seq_cst);
     }
   };
+  CpuPair cpus;  // the race needs both threads running at once
   uint64_t wseed = rng();
   std::thread writer([&] {
+    cpus.PinOther();
     std::mt19937_64 r(wseed);
-    long seen = 0;
-    for (;;) {
-      long g;
-      // Spin a while before yielding: a writer that has to be scheduled
-      // again would write long after the ADDs.
-      for (int k = 0; (g = round.load(std::memory_order_acquire)) == seen;
-           ++k) {
-        if (stop.load(std::memory_order_relaxed)) return;
-        if (k > 20000) std::this_thread::yield();
-      }
-      seen = g;
-      ready.store(g, std::memory_order_release);
-      spin(r() % 2000);
-      uint64_t one = 1;
-      for (auto& fd : src) {
-        if (b->write(fd.load(std::memory_order_relaxed), &one, 8) != 8) {
+    for (long g = 1;; ++g) {
+      for (int i = 0; i < kPerRound; ++i) {
+        const long want = g * kPerRound + i;
+        // Spin a while before yielding: a writer that has to be scheduled
+        // again would write long after the ADD.
+        for (int k = 0; armed.load(std::memory_order_acquire) < want; ++k) {
+          if (stop.load(std::memory_order_relaxed)) return;
+          if (k > 20000) std::this_thread::yield();
+        }
+        // Spins over several scales: where the write has to land depends on
+        // the machine (0-256 iterations hit most often on the test machine).
+        static constexpr uint64_t kScales[] = {64, 256, 1024, 4096};
+        spin(r() % kScales[r() % 4]);
+        uint64_t one = 1;
+        if (b->write(src[i].load(std::memory_order_relaxed), &one, 8) != 8) {
           ++errors;
         }
       }
@@ -385,25 +390,18 @@ TEST_P(Stress, AddRacingAWriteNeverLosesTheEvent) {
     }
   } stopper{stop, writer};
   long lost_lt = 0, lost_et = 0;
-  while (budget.Take()) {
+  for (long g = 1; budget.Take(); ++g) {
     for (auto& fd : src) {
       fd.store(b->eventfd(0, EFD_NONBLOCK), std::memory_order_relaxed);
       ASSERT_GE(fd.load(), 0);
     }
     const bool et = rng() % 2;
-    // Release: the writer sees the new descriptors once it sees the round.
-    long g = round.fetch_add(1, std::memory_order_release) + 1;
-    // Start when the writer is seen running: the two sequences then run at
-    // the same time (on a loaded machine they rarely would otherwise).
-    for (int k = 0; ready.load(std::memory_order_acquire) != g; ++k) {
-      ASSERT_FALSE(budget.PastHardDeadline()) << "the writer stopped";
-      if (k > 20000) std::this_thread::yield();
-    }
-    spin(rng() % 2000);
     for (int i = 0; i < kPerRound; ++i) {
       epoll_event ev{};
       ev.events = EPOLLIN | (et ? EPOLLET : 0u);
       ev.data.u64 = static_cast<uint64_t>(i);
+      // Release: the writer sees src[i] once it sees the announcement.
+      armed.store(g * kPerRound + i, std::memory_order_release);
       ASSERT_EQ(b->epoll_ctl(ep, EPOLL_CTL_ADD, src[i].load(), &ev), 0);
     }
     while (written.load(std::memory_order_acquire) != g) {
@@ -447,8 +445,10 @@ TEST_P(Stress, HarvestRacingAnArrivalKeepsUnreachedItemsFirst) {
       std::atomic_signal_fence(std::memory_order_seq_cst);
     }
   };
+  CpuPair cpus;  // the race needs both threads running at once
   uint64_t wseed = rng();
   std::thread writer([&] {
+    cpus.PinOther();
     std::mt19937_64 r(wseed);
     long seen = 0;
     for (;;) {
