@@ -11,8 +11,9 @@
 #   MUTANT          mutant names (a patch's file name without .patch);
 #                   default: every mutant
 #   --ci            the fast subset CI runs: only mutants with a "# ci:"
-#                   header line, each building and running only the CTest
-#                   labels (test binaries) that line names
+#                   header line, each building and running only the tests
+#                   that line names; a mutant that no longer applies fails
+#                   the run (update or replace its patch)
 #   --tests REGEX   run only the CTest entries matching REGEX (ctest -R)
 #   --cap SECONDS   time cap on one mutant's test run (default 900); a run
 #                   that reaches it counts as killed ("timeout")
@@ -32,8 +33,14 @@
 #
 # A patch starts with header lines that git apply ignores:
 #   # mutant: what the bug is
-#   # ci: label[,label]     (optional: the fast check CI runs for it)
+#   # ci: TARGET [-R REGEX]   (optional: the fast check CI runs for it:
+#                              build TARGET, run the CTest entries labelled
+#                              TARGET, or those matching REGEX)
 set -euo pipefail
+
+# Everything runs from main(), which bash reads whole before it starts:
+# editing this file while it runs cannot break the run.
+main() {
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -47,7 +54,7 @@ baseline=1
 list=0
 names=()
 
-usage() { sed -n '2,35s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,38s/^# \{0,1\}//p' "$0"; }
 
 while (($#)); do
   case $1 in
@@ -126,8 +133,18 @@ sync_tree() {
   gitq commit -qm "source as of $(date -u +%FT%TZ)" --allow-empty
 }
 
-# The test binaries (= CTest labels) a patch's ci line names.
-ci_labels() { header "$1" ci | tr ',' ' '; }
+# What a patch's ci line names: the target to build, and the ctest
+# selection (-L TARGET, or -R REGEX).
+ci_target() { header "$1" ci | awk '{print $1}'; }
+ci_select() {
+  local line
+  line=$(header "$1" ci)
+  if [[ $line == *" -R "* ]]; then
+    printf -- '-R\n%s\n' "${line#* -R }"
+  else
+    printf -- '-L\n^%s$\n' "${line%% *}"
+  fi
+}
 
 build_targets() {  # [target...]: all when none
   if (($#)); then
@@ -137,12 +154,11 @@ build_targets() {  # [target...]: all when none
   fi
 }
 
-# Runs the tests; prints the first failing test (or nothing). Returns
-# ctest's status, or 124 when the cap was reached.
-run_tests() {  # logfile [label...]
-  local out=$1 args=() l
+# Runs the tests. Returns ctest's status, or 124 when the cap was reached.
+run_tests() {  # logfile [ctest selection args...]
+  local out=$1 args=()
   shift
-  for l in "$@"; do args+=(-L "^$l\$"); done
+  args=("$@")
   [[ -n $tests ]] && args+=(-R "$tests")
   local rc=0
   timeout --kill-after=10 "$cap" ctest --test-dir "$build" -j"$jobs" \
@@ -170,44 +186,56 @@ if [[ ! -f $build/build.ninja ]]; then
   (cd "$tree" && cmake --preset dev -DUEPOLL_BUILD_BENCH=OFF >/dev/null)
 fi
 
-# The unmutated copy must pass what the mutants will be judged by.
+# The unmutated copy must pass what the mutants will be judged by (in --ci
+# mode: each mutant's own selection).
 if ((baseline)); then
-  labels=()
+  echo "mutants: baseline build and tests"
+  targets=() selections=()
   if ((ci)); then
-    for p in "${patches[@]}"; do
-      for l in $(ci_labels "$p"); do labels+=("$l"); done
-    done
+    for p in "${patches[@]}"; do targets+=("$(ci_target "$p")"); done
+    for p in "${patches[@]}"; do selections+=("$p"); done
+  else
+    selections=("")
   fi
-  echo "mutants: baseline build and tests${labels[*]:+ (${labels[*]})}"
-  if ! build_targets "${labels[@]}" >"$log/baseline.build" 2>&1; then
+  if ! build_targets "${targets[@]}" >"$log/baseline.build" 2>&1; then
     echo "mutants: the unmutated tree does not build: $log/baseline.build" >&2
     exit 2
   fi
-  if ! run_tests "$log/baseline.test" "${labels[@]}"; then
-    echo "mutants: the unmutated tree fails $(first_failure "$log/baseline.test")" \
-         "($log/baseline.test): fix that first" >&2
-    exit 2
-  fi
+  for p in "${selections[@]}"; do
+    sel=()
+    [[ -n $p ]] && mapfile -t sel < <(ci_select "$p")
+    if ! run_tests "$log/baseline.test" "${sel[@]}"; then
+      echo "mutants: the unmutated tree fails" \
+           "$(first_failure "$log/baseline.test") ($log/baseline.test):" \
+           "fix that first" >&2
+      exit 2
+    fi
+  done
 fi
 
 printf '\n%-36s %-15s %s\n' mutant status "killed by"
 printf '%-36s %-15s %s\n' ------ ------ ---------
-killed=0 counted=0 survivors=()
+killed=0 counted=0 survivors=() stale=()
 for p in "${patches[@]}"; do
   name=$(basename "$p" .patch)
   start=$SECONDS
   status="" by=""
-  labels=()
-  ((ci)) && read -r -a labels <<<"$(ci_labels "$p")"
+  targets=() sel=()
+  if ((ci)); then
+    targets=("$(ci_target "$p")")
+    mapfile -t sel < <(ci_select "$p")
+  fi
   if ! gitq apply --check "$p" 2>/dev/null; then
     status=does-not-apply
+    stale+=("$name")
   else
     gitq apply "$p"
-    if ! build_targets "${labels[@]}" >"$log/$name.build" 2>&1; then
+    if ! build_targets "${targets[@]}" >"$log/$name.build" 2>&1; then
       status=build-failed
+      stale+=("$name")
     else
       rc=0
-      run_tests "$log/$name.test" "${labels[@]}" || rc=$?
+      run_tests "$log/$name.test" "${sel[@]}" || rc=$?
       counted=$((counted + 1))
       if ((rc == 0)); then
         status=survived
@@ -231,5 +259,11 @@ for p in "${patches[@]}"; do
 done
 echo
 ((${#survivors[@]})) && echo "survivors: ${survivors[*]}"
+((${#stale[@]})) && echo "not run (does not apply / does not build): ${stale[*]}"
 echo "mutants: $killed of $counted killed"
+# CI must notice a subset that no longer runs, not shrink silently.
+((ci && ${#stale[@]})) && return 1
 ((killed == counted))
+}
+
+main "$@"
