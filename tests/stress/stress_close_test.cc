@@ -25,12 +25,14 @@
 #include "support/fixture.h"
 
 // ThreadSanitizer reports close() or dup2() of a kernel descriptor that
-// another thread is using in a call as a data race. Here that race is the
-// behaviour under test, so it is suppressed for the kernel calls made
-// through the three functions below only; uepoll's closes are never
-// wrapped, so every race inside uepoll is still reported.
+// another thread is using in a call as a data race, and so the creation of
+// a descriptor at a number another thread still uses (after a close). Here
+// those races are the behaviour under test, so they are suppressed for the
+// kernel calls made through the functions below (CloseUnderWaiters,
+// KernelRacy*) only; uepoll's calls are never wrapped, so every race inside
+// uepoll is still reported.
 extern "C" const char* __tsan_default_suppressions() {
-  return "race:CloseUnderWaiters\nrace:KernelRacyClose\nrace:KernelRacyDup2\n";
+  return "race:CloseUnderWaiters\nrace:KernelRacy\n";
 }
 
 namespace uepoll_test {
@@ -44,19 +46,74 @@ namespace uepoll_test {
 [[gnu::noinline]] int KernelRacyDup2(const Backend& b, int fd, int to) {
   return b.dup2(fd, to);
 }
+[[gnu::noinline]] int KernelRacyEpollCreate(const Backend& b) {
+  return b.epoll_create1(0);
+}
+[[gnu::noinline]] int KernelRacyEventfd(const Backend& b, int v, int flags) {
+  return b.eventfd(static_cast<unsigned>(v), flags);
+}
+[[gnu::noinline]] int KernelRacyPipe(const Backend& b, int p[2], int flags) {
+  return b.pipe2(p, flags);
+}
+[[gnu::noinline]] int KernelRacySocketpair(const Backend& b, int type,
+                                           int sv[2]) {
+  return b.socketpair(AF_UNIX, type, 0, sv);
+}
 
 }  // namespace uepoll_test
 
 namespace uepoll_test {
 namespace {
 
-// close/dup2 of a number other threads may be using right now.
+// Calls that close, replace or create a number other threads may be
+// using right now.
 int RacyClose(const Backend& b, int fd) {
   return b.is_kernel ? KernelRacyClose(b, fd) : b.close(fd);
 }
 int RacyDup2(const Backend& b, int fd, int to) {
   return b.is_kernel ? KernelRacyDup2(b, fd, to) : b.dup2(fd, to);
 }
+int RacyEpollCreate(const Backend& b) {
+  return b.is_kernel ? KernelRacyEpollCreate(b) : b.epoll_create1(0);
+}
+int RacyEventfd(const Backend& b, int v, int flags) {
+  return b.is_kernel ? KernelRacyEventfd(b, v, flags)
+                     : b.eventfd(static_cast<unsigned>(v), flags);
+}
+int RacyPipe(const Backend& b, int p[2], int flags) {
+  return b.is_kernel ? KernelRacyPipe(b, p, flags) : b.pipe2(p, flags);
+}
+int RacySocketpair(const Backend& b, int type, int sv[2]) {
+  return b.is_kernel ? KernelRacySocketpair(b, type, sv)
+                     : b.socketpair(AF_UNIX, type, 0, sv);
+}
+
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kTsan = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kTsan = true;
+#else
+constexpr bool kTsan = false;
+#endif
+#else
+constexpr bool kTsan = false;
+#endif
+
+// The kernel control runs of the close races cannot run under
+// ThreadSanitizer: its epoll_ctl() interceptor releases a sync object it
+// keeps per descriptor, and a close() racing it on the same number frees
+// that object under it (the runtime then crashes with SEGV in
+// ThreadClock::ReleaseStore, seen on gcc 12's libtsan). uepoll's calls are
+// not intercepted, so its runs are unaffected; the dev and asan builds run
+// the kernel controls.
+#define SKIP_KERNEL_UNDER_TSAN()                                            \
+  do {                                                                      \
+    if (kTsan && IsKernel()) {                                              \
+      GTEST_SKIP() << "ThreadSanitizer's epoll_ctl interceptor crashes "    \
+                      "when close() races it (see SKIP_KERNEL_UNDER_TSAN)"; \
+    }                                                                       \
+  } while (0)
 
 // The numbers a test got from creating calls.
 class Made {
@@ -217,6 +274,7 @@ TEST_P(StressClose, InstanceCloseWithWaitersPollersAndWatchers) {
 // gives in the same race (a number the test closed can only be reused by
 // the test's own creations, so the stale numbers stay among its objects).
 TEST_P(StressClose, CloseRacesWaitCtlAndWrites) {
+  SKIP_KERNEL_UNDER_TSAN();
   constexpr int kSlots = 12, kEpSlots = 3;
   constexpr long kOps = 60000;
   const uint64_t seed = StressSeed(Name());
@@ -238,18 +296,17 @@ TEST_P(StressClose, CloseRacesWaitCtlAndWrites) {
   auto make_source = [&](std::mt19937_64& rng) {
     switch (rng() % 3) {
       case 0:
-        return made(b->eventfd(1, EFD_NONBLOCK));
+        return made(RacyEventfd(*b, 1, EFD_NONBLOCK));
       case 1: {
         int p[2];
-        if (b->pipe2(p, O_NONBLOCK) != 0) return -1;
+        if (RacyPipe(*b, p, O_NONBLOCK) != 0) return -1;
         size_t keep = rng() % 2;
         RacyClose(*b, made(p[1 - keep]));
         return made(p[keep]);
       }
       default: {
         int sv[2];
-        if (b->socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0)
-          return -1;
+        if (RacySocketpair(*b, SOCK_STREAM | SOCK_NONBLOCK, sv) != 0) return -1;
         RacyClose(*b, made(sv[1]));
         return made(sv[0]);
       }
@@ -326,7 +383,7 @@ TEST_P(StressClose, CloseRacesWaitCtlAndWrites) {
           default: {  // close and recreate an instance (waiters on it)
             if (rng() % 8) break;
             size_t i = rng() % kEpSlots;
-            int fresh = made(b->epoll_create1(0));
+            int fresh = made(RacyEpollCreate(*b));
             int old = ep_slot[i].exchange(fresh);
             if (old >= 0) {
               int r = RacyClose(*b, old);
@@ -368,6 +425,7 @@ TEST_P(StressClose, CloseRacesWaitCtlAndWrites) {
 // success or an errno the race explains, every event must carry a value some
 // ADD/MOD set, and nothing may leak or trip a sanitizer.
 TEST_P(StressClose, CloseAndDup2OfBorrowedInstances) {
+  SKIP_KERNEL_UNDER_TSAN();
   constexpr int kEpSlots = 4, kSources = 8;
   constexpr long kOps = 200000;
   constexpr uint64_t kMagic = 0xB0770000'00000000ULL;
@@ -432,7 +490,7 @@ TEST_P(StressClose, CloseAndDup2OfBorrowedInstances) {
       int cur = ep_slot[i].load();
       switch (rng() % 3) {
         case 0: {  // close and recreate
-          int fresh = b->epoll_create1(0);
+          int fresh = RacyEpollCreate(*b);
           int old = ep_slot[i].exchange(fresh);
           int r = RacyClose(*b, old);
           tally.Check(r, errno, 4, {EBADF});
@@ -447,7 +505,7 @@ TEST_P(StressClose, CloseAndDup2OfBorrowedInstances) {
         default: {  // an eventfd over this number, then an instance again
           int r = RacyDup2(*b, src[rng() % kSources], cur);
           tally.Check(r, errno, 6, {EBADF, EBUSY});
-          int fresh = b->epoll_create1(0);
+          int fresh = RacyEpollCreate(*b);
           if (ep_slot[i].compare_exchange_strong(cur, fresh)) {
             r = RacyClose(*b, cur);
             tally.Check(r, errno, 7, {EBADF});
