@@ -174,6 +174,10 @@ class Eventpoll final : public File {
   // The kernel descriptors a sleeping waiter must watch too: kfds[1..),
   // returns the count including kfds[0] (1 when there are none).
   nfds_t SleepSet(pollfd kfds[3]) const;
+  // Reaps the bridge if an instance below this one has a kernel half
+  // (kernel_below_), so that its events are queued here before a harvest
+  // or poll looks. No lock held.
+  void ReapBelow();
   // After a sleep on SleepSet's descriptors: reaps the bridge if it was
   // ready.
   void AfterKernelSleep(const pollfd* kfds, nfds_t nk);

@@ -131,6 +131,9 @@ int Eventpoll::SendUepollEvents(epoll_event* events,
 }
 
 uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
+  // poll() of this instance (depth 0, no lock held): a kernel half below
+  // reports through the bridge only when someone reaps it (ReapBelow).
+  if (depth == 0) ReapBelow();
   ListNode txlist, requeue;
   MutexLock m(mtx_);
   // Fast path: the first queued item is ready (the common case: an LT item
@@ -185,7 +188,16 @@ void Eventpoll::set_params(const EpollParams& p) {
   min_wait_ns_.store(p.min_wait_ns, std::memory_order_relaxed);
 }
 
+void Eventpoll::ReapBelow() {
+  // A kernel half's events reach the items watching its instance only when
+  // the bridge is reaped, which a sleeping waiter does when the bridge wakes
+  // it. A wait or poll that finds nothing queued would otherwise miss an
+  // event that arrived while nobody slept: turn them into wakeups first.
+  if (kernel_below_.load(std::memory_order_acquire)) Bridge::Reap();
+}
+
 int Eventpoll::Wait(epoll_event* events, int maxevents, const WaitArgs& args) {
+  ReapBelow();
   // Neither busy polling nor min_wait applies to a zero timeout.
   if (!args.deadline.is_zero()) {
     uint32_t busy_us = busy_poll_usecs_.load(std::memory_order_relaxed);
