@@ -3,6 +3,7 @@
 #include "epoll/eventpoll.h"
 
 #include <errno.h>
+#include <sys/eventfd.h>
 
 #include <new>
 
@@ -390,7 +391,17 @@ int EpollCtl(int epfd, int op, int fd, const epoll_event* event) {
     // or the kernel half of an instance, which alone would misreport it).
     if (t.IsOpen(fd)) {
       if (op != EPOLL_CTL_DEL && !event) return -EFAULT;
-      return sys::Fcntl(epfd, F_GETFD, 0) < 0 ? -EBADF : -EPERM;
+      // The kernel's checks before that: epfd is open (EBADF), then is an
+      // instance (EINVAL), which a DEL of a fresh eventfd answers without
+      // changing anything (ENOENT from an instance). epfd first: a closed
+      // epfd's number would go to the probe.
+      if (sys::Fcntl(epfd, F_GETFD, 0) < 0) return -EBADF;
+      int probe = ::eventfd(0, EFD_CLOEXEC);
+      if (probe < 0) return -EPERM;
+      int r =
+          sys::EpollCtl(epfd, EPOLL_CTL_DEL, probe, nullptr) == 0 ? 0 : -errno;
+      sys::Close(probe);
+      return r == -EBADF || r == -EINVAL ? r : -EPERM;
     }
     return kNotUepoll;
   }
