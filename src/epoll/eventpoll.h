@@ -194,6 +194,16 @@ class Eventpoll final : public File {
   // Makes knum_ name fd if it names nothing and fd still names this
   // instance.
   void AdoptNumber(int fd);
+  // Another number of this instance that still holds a kernel file, or -1.
+  int OtherKernelNumber(int fd) REQUIRES(kmu_);
+
+ public:
+  // The kernel reports knum_ == fd closed (EBADF, POLLNVAL): the
+  // application closed it with libc close(). Moves knum_ to another number
+  // of the instance, or -1. Not from inside KernelOp.
+  void KernelNumberLost(int fd);
+
+ private:
   // Registers the kernel half with the bridge and marks the instances
   // above; requires NestingLock().
   void BridgeUp();

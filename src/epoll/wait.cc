@@ -288,6 +288,11 @@ int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
 }
 
 void Eventpoll::AfterKernelSleep(const pollfd* kfds, nfds_t nk) {
+  // Our kernel half's number reported closed: the application closed it
+  // with libc close(). Sleeping on it again would end at once, every time.
+  // (kfds[1] is the bridge when SleepSet found no kernel half: then it is
+  // not knum_, and this is a no-op.)
+  if (nk > 1 && (kfds[1].revents & POLLNVAL)) KernelNumberLost(kfds[1].fd);
   // The bridge was ready: turn its events into the uepoll wakeups they
   // stand for (kernel/bridge.h); ours may be among them.
   if (kernel_below_.load(std::memory_order_relaxed) && kfds[nk - 1].revents) {
