@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <sys/eventfd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -88,7 +89,7 @@ class BridgeFdRace : public BackendTest {
   int LowestFree() {
     if (!IsKernel() && uepoll_get_fd_mode() == UEPOLL_FD_MODE_DISJOINT) {
       int fd = UEPOLL_FD_BASE;
-      while (uepoll_is_uepoll_fd(fd)) ++fd;
+      while (uepoll_fcntl(fd, F_GETFD) >= 0) ++fd;
       return fd;
     }
     int fd = ::fcntl(0, F_DUPFD, 0);
@@ -152,7 +153,7 @@ TEST_P(BridgeFdRace, DupOntoANumberBeingClosedNeverFailsEbusy) {
 // leaves some descriptors open in a pattern with holes.
 TEST_P(BridgeFdRace, AfterConcurrentChurnANewDescriptorIsTheLowestFree) {
   constexpr int kThreads = 4;
-  constexpr int kPhases = 40;
+  constexpr int kPhases = 300;
   constexpr int kPerThread = 64;
   const Backend* b = &B();
   for (int phase = 0; phase < kPhases; ++phase) {
@@ -192,6 +193,61 @@ TEST_P(BridgeFdRace, AfterConcurrentChurnANewDescriptorIsTheLowestFree) {
     }
     for (auto& k : kept) {
       for (int fd : k) EXPECT_EQ(b->close(fd), 0);
+    }
+  }
+}
+
+// The pattern that defeats a lowest-free hint: numbers are freed in
+// ascending order above the hint while other threads allocate, so that an
+// allocation scanning past a number just before it is freed (and so not
+// lowering the hint) could push the hint beyond it. Afterwards the next
+// descriptor must still be the lowest free number.
+TEST_P(BridgeFdRace, AllocationsRacingAscendingFreesLeaveNoHole) {
+  // uepoll's own allocator (the disjoint numbering) scans a bitmap: many
+  // held numbers make each scan long enough to race with the frees. The
+  // kernel's numbers are bounded by RLIMIT_NOFILE.
+  const bool own_allocator =
+      !IsKernel() && uepoll_get_fd_mode() == UEPOLL_FD_MODE_DISJOINT;
+  const int kHeld = own_allocator ? 60000 : 1024;
+  constexpr int kRounds = 30;
+  constexpr int kAllocators = 2;
+  const Backend* b = &B();
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE(round);
+    std::vector<int> held;
+    for (int i = 0; i < kHeld; ++i) {
+      int fd = b->eventfd(0, 0);
+      ASSERT_GE(fd, 0);
+      held.push_back(fd);
+    }
+    std::sort(held.begin(), held.end());
+    std::atomic<bool> go{false};
+    std::vector<std::vector<int>> got(kAllocators);
+    std::vector<std::thread> ts;
+    ts.emplace_back([&] {
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      for (int i = kHeld / 2; i < kHeld; ++i) b->close(held[i]);
+    });
+    for (int a = 0; a < kAllocators; ++a) {
+      ts.emplace_back([&, a] {
+        while (!go.load(std::memory_order_acquire)) {
+        }
+        for (int i = 0; i < kHeld / 8; ++i) {
+          int fd = b->eventfd(0, 0);
+          if (fd >= 0) got[a].push_back(fd);
+        }
+      });
+    }
+    go.store(true, std::memory_order_release);
+    for (auto& t : ts) t.join();
+    int want = LowestFree();
+    int fd = b->eventfd(0, 0);
+    EXPECT_EQ(fd, want);
+    b->close(fd);
+    for (int i = 0; i < kHeld / 2; ++i) b->close(held[i]);
+    for (auto& g : got) {
+      for (int x : g) EXPECT_EQ(b->close(x), 0);
     }
   }
 }
