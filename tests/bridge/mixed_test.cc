@@ -232,6 +232,43 @@ TEST_P(BridgeMixed, KernelEventPropagatesThroughThreeLevels) {
   EXPECT_EQ(w.event(0).data.u64, 1u);
 }
 
+// The loop and depth checks between the backend's instances are unchanged
+// when they hold kernel descriptors.
+//  e0 -> e1 -> e2, each holding a kernel eventfd;  e2 <- e0 refused
+TEST_P(BridgeMixed, CycleOfInstancesHoldingKernelFdsIsEloop) {
+  int e[3];
+  for (int& x : e) {
+    x = Epoll();
+    ASSERT_EQ(Ctl(x, EPOLL_CTL_ADD, KEventfd(), EPOLLIN, 0), 0);
+  }
+  ASSERT_EQ(AddErr(e[0], e[1]), 0);
+  ASSERT_EQ(AddErr(e[1], e[2]), 0);
+  EXPECT_EQ(AddErr(e[2], e[0]), ELOOP);
+  EXPECT_EQ(AddErr(e[1], e[0]), ELOOP);
+  EXPECT_EQ(AddErr(e[2], e[2]), EINVAL);
+  EXPECT_ERRNO(Ctl(e[2], EPOLL_CTL_DEL, e[0], 0, 0), ENOENT);
+}
+
+//  e0 - e1 - e2 - e3 - e4 - e5, each holding a kernel eventfd: the sixth
+//  is refused, whichever end is linked last.
+TEST_P(BridgeMixed, ChainOfSixInstancesHoldingKernelFdsIsEloop) {
+  for (bool top_down : {true, false}) {
+    SCOPED_TRACE(top_down ? "top-down" : "bottom-up");
+    int e[6];
+    for (int& x : e) {
+      x = Epoll();
+      ASSERT_EQ(Ctl(x, EPOLL_CTL_ADD, KEventfd(), EPOLLIN, 0), 0);
+    }
+    std::vector<int> errs;
+    if (top_down) {
+      for (int i = 0; i < 5; ++i) errs.push_back(AddErr(e[i], e[i + 1]));
+    } else {
+      for (int i = 4; i >= 0; --i) errs.push_back(AddErr(e[i], e[i + 1]));
+    }
+    EXPECT_EQ(errs, (std::vector<int>{0, 0, 0, 0, ELOOP}));
+  }
+}
+
 // A kernel epoll instance inside the backend's instance, holding a kernel
 // eventfd:  e0 -(et)- K -(lt)- k
 TEST_P(BridgeMixed, KernelEpollInsideAnInstance) {
