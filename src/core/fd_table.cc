@@ -379,7 +379,11 @@ int FdTable::Dup(int oldfd, int minfd, bool cloexec) {
       return fd >= kCapacity ? -EMFILE : -ENOMEM;
     }
     f->set_many_numbers();
-    File* file = f.release();  // the new slot's reference
+    // The new slot's reference. Ours (f) is kept until NumberAdded has
+    // returned: once published, the number can be closed by another
+    // thread, and the slot's reference dropped with it.
+    File* file = f.get();
+    file->Ref();
     Publish(fd, file, cloexec);
     Live::Inc(Live::descriptors);
     file->NumberAdded(fd, oldfd);
@@ -464,6 +468,7 @@ int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
     }
   }
   f->set_many_numbers();
+  f->Ref();  // the slot's reference
   BorrowRecord* old_owner = c->owners[i].load(std::memory_order_relaxed);
   c->owners[i].store(MyBorrowRecord(), std::memory_order_relaxed);
   uint64_t cur = s->load(std::memory_order_relaxed);
@@ -473,9 +478,10 @@ int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
       cur, (cur & kCountMask) | Word(f.get(), cloexec),
       std::memory_order_seq_cst, std::memory_order_relaxed)) {
   }
-  File* file = f.release();  // the slot's reference now
+  File* file = f.get();
   File* old = FileOf(w);
   if (!old) Live::Inc(Live::descriptors);
+  // f's reference is kept until NumberAdded has returned (see Dup).
   file->NumberAdded(newfd, oldfd);
   if (!old) return newfd;
   // Wait out the old file's users before dropping the slot's reference to
