@@ -26,6 +26,7 @@
 #include "base/sys.h"
 #include "capi/errors.h"
 #include "core/fd_table.h"
+#include "epoll/eventpoll.h"
 #include "kernel/bridge.h"
 
 namespace uepoll::impl {
@@ -161,7 +162,11 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline,
   // each: an instance's kernel half, and the bridge once).
   Array<FileRef> files(n);
   Array<pollfd> sleep_set(1 + 3 * n + 1);
-  if (!files.ok() || !sleep_set.ok()) return -ENOMEM;
+  // The array index of the uepoll object each sleep_set entry came from,
+  // or -1 (the parker's, an array entry's own kernel descriptor).
+  Array<long> sleep_owner(1 + 3 * n + 1);
+  if (!files.ok() || !sleep_set.ok() || !sleep_owner.ok()) return -ENOMEM;
+  sleep_owner[0] = -1;
   nfds_t ns = 1;
   bool bridge = false;
   int bridge_fd = Bridge::Fd();
@@ -181,6 +186,7 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline,
         bridge = true;
       }
       short events = files[i] ? short{POLLIN} : fds[i].events;
+      sleep_owner[ns] = files[i] ? static_cast<long>(i) : -1;
       sleep_set[ns++] = pollfd{extra[j], events, 0};
     }
   }
@@ -221,6 +227,13 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline,
       for (nfds_t i = 1; i < ns; ++i) {
         if (bridge && sleep_set[i].fd == bridge_fd && sleep_set[i].revents) {
           Bridge::Reap();
+        } else if ((sleep_set[i].revents & POLLNVAL) && sleep_owner[i] >= 0) {
+          // An instance's kernel half, closed with libc close(): sleeping
+          // on it again would end at once (epoll/kernel_half.cc).
+          File* f = files[static_cast<nfds_t>(sleep_owner[i])].get();
+          if (f->is_epoll()) {
+            static_cast<Eventpoll*>(f)->KernelNumberLost(sleep_set[i].fd);
+          }
         }
       }
     }

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sys/eventfd.h>
 
 #include <new>
 
@@ -434,12 +435,20 @@ int EpollCtl(int epfd, int op, int fd, const epoll_event* event) {
         return kNotUepoll;
       }
       if (op != EPOLL_CTL_DEL && !event) return -EFAULT;
-      // epfd must be a kernel descriptor the kernel could use as one: not
-      // closed, not a placeholder (O_PATH: the kernel's fdget refuses it),
-      // not a uepoll number in the middle of its close.
+      // The kernel's checks before that: epfd is open (EBADF) and a file
+      // the kernel could use as an instance: not a placeholder (O_PATH: the
+      // kernel's fdget refuses it), not a uepoll number in the middle of
+      // its close; then it is an instance (EINVAL), which a DEL of a fresh
+      // eventfd answers without changing anything (ENOENT from an
+      // instance).
       int fl = sys::Fcntl(epfd, F_GETFL, 0);
       if (fl < 0 || (fl & O_PATH) || t.Changing(epfd)) return -EBADF;
-      return -EPERM;
+      int probe = sys::Eventfd(0, EFD_CLOEXEC);
+      if (probe < 0) return -EPERM;
+      int r =
+          sys::EpollCtl(epfd, EPOLL_CTL_DEL, probe, nullptr) == 0 ? 0 : -errno;
+      sys::Close(probe);
+      return r == -EBADF || r == -EINVAL ? r : -EPERM;
     }
     return kNotUepoll;
   }

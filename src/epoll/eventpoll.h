@@ -216,6 +216,10 @@ class Eventpoll final : public File {
   // The kernel descriptors a sleeping waiter must watch too: kfds[1..),
   // returns the count including kfds[0] (1 when there are none).
   nfds_t SleepSet(pollfd kfds[3]) const;
+  // Reaps the bridge if an instance below this one has a kernel half
+  // (kernel_below_), so that its events are queued here before a harvest
+  // or poll looks. No lock held.
+  void ReapBelow();
   // After a sleep on SleepSet's descriptors: reaps the bridge if it was
   // ready.
   void AfterKernelSleep(const pollfd* kfds, nfds_t nk);
@@ -232,6 +236,16 @@ class Eventpoll final : public File {
   // Makes knum_ name fd if it names nothing and fd still names this
   // instance.
   void AdoptNumber(int fd);
+  // Another number of this instance that still holds a kernel file, or -1.
+  int OtherKernelNumber(int fd) REQUIRES(kmu_);
+
+ public:
+  // The kernel reports knum_ == fd closed (EBADF, POLLNVAL): the
+  // application closed it with libc close(). Moves knum_ to another number
+  // of the instance, or -1. Not from inside KernelOp.
+  void KernelNumberLost(int fd);
+
+ private:
   // Registers the kernel half with the bridge and marks the instances
   // above; requires NestingLock().
   void BridgeUp();

@@ -134,6 +134,9 @@ int Eventpoll::SendUepollEvents(epoll_event* events,
 }
 
 uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
+  // poll() of this instance (depth 0, no lock held): a kernel half below
+  // reports through the bridge only when someone reaps it (ReapBelow).
+  if (depth == 0) ReapBelow();
   ListNode txlist, requeue;
   MutexLock m(mtx_);
   // Fast path: the first queued item is ready (the common case: an LT item
@@ -212,7 +215,16 @@ void Eventpoll::set_params(const EpollParams& p) {
   min_wait_ns_.store(p.min_wait_ns, std::memory_order_relaxed);
 }
 
+void Eventpoll::ReapBelow() {
+  // A kernel half's events reach the items watching its instance only when
+  // the bridge is reaped, which a sleeping waiter does when the bridge wakes
+  // it. A wait or poll that finds nothing queued would otherwise miss an
+  // event that arrived while nobody slept: turn them into wakeups first.
+  if (kernel_below_.load(std::memory_order_acquire)) Bridge::Reap();
+}
+
 int Eventpoll::Wait(epoll_event* events, int maxevents, const WaitArgs& args) {
+  ReapBelow();
   // Neither busy polling nor min_wait applies to a zero timeout.
   if (!args.deadline.is_zero()) {
     uint32_t busy_us = busy_poll_usecs_.load(std::memory_order_relaxed);
@@ -313,6 +325,11 @@ int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
 }
 
 void Eventpoll::AfterKernelSleep(const pollfd* kfds, nfds_t nk) {
+  // Our kernel half's number reported closed: the application closed it
+  // with libc close(). Sleeping on it again would end at once, every time.
+  // (kfds[1] is the bridge when SleepSet found no kernel half: then it is
+  // not knum_, and this is a no-op.)
+  if (nk > 1 && (kfds[1].revents & POLLNVAL)) KernelNumberLost(kfds[1].fd);
   // The bridge was ready: turn its events into the uepoll wakeups they
   // stand for (kernel/bridge.h); ours may be among them.
   if (kernel_below_.load(std::memory_order_relaxed) && kfds[nk - 1].revents) {
