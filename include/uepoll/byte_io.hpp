@@ -16,11 +16,13 @@
 //
 // Forms (Asio's two, and one for nonblocking loops):
 //  - read(buf) / write(buf) throw std::system_error on failure;
-//  - read(buf, ec) / write(buf, ec) are noexcept, set ec on failure and
-//    clear it on success, and return 0 on failure;
-//  - try_read(buf) / try_write(buf) are noexcept and return a
-//    Result<std::size_t>: the count, or the error, would_block() for EAGAIN
-//    (see result.hpp).
+//  - read(buf, ec) / write(buf, ec) set ec on failure and clear it on
+//    success, and return 0 on failure;
+//  - try_read(buf) / try_write(buf) return a Result<std::size_t>: the
+//    count, or the error, would_block() for EAGAIN (see result.hpp).
+// The last two throw nothing, yet are not noexcept: a blocking read or
+// write is a cancellation point, and pthread_cancel unwinds through it
+// (a noexcept frame would turn that unwind into std::terminate).
 // read returns 0 at end of file (every write end closed, or the peer shut
 // down or closed). write may write fewer bytes than asked when nonblocking.
 //
@@ -80,9 +82,9 @@ std::span<std::byte> AsWritableBytes(B&& b) noexcept {
 
 // One uepoll_read / uepoll_write: the count, or 0 with ec set.
 UEPOLL_CXX_API std::size_t ReadSome(int fd, std::span<std::byte> buf,
-                                    std::error_code& ec) noexcept;
+                                    std::error_code& ec);
 UEPOLL_CXX_API std::size_t WriteSome(int fd, std::span<const std::byte> buf,
-                                     std::error_code& ec) noexcept;
+                                     std::error_code& ec);
 [[noreturn]] UEPOLL_CXX_API void ThrowIoError(const std::error_code& ec,
                                               const char* what);
 
@@ -97,10 +99,10 @@ class UEPOLL_CXX_API ReadOps {
     return n;
   }
   [[nodiscard]] std::size_t read(std::span<std::byte> buf,
-                                 std::error_code& ec) noexcept {
+                                 std::error_code& ec) {
     return ReadSome(static_cast<const H&>(*this).get(), buf, ec);
   }
-  Result<std::size_t> try_read(std::span<std::byte> buf) noexcept {
+  Result<std::size_t> try_read(std::span<std::byte> buf) {
     std::error_code ec;
     std::size_t n = read(buf, ec);
     if (ec) return ec;
@@ -112,11 +114,11 @@ class UEPOLL_CXX_API ReadOps {
     return read(AsWritableBytes(buf));
   }
   template <MutableByteBuffer B>
-  [[nodiscard]] std::size_t read(B&& buf, std::error_code& ec) noexcept {
+  [[nodiscard]] std::size_t read(B&& buf, std::error_code& ec) {
     return read(AsWritableBytes(buf), ec);
   }
   template <MutableByteBuffer B>
-  Result<std::size_t> try_read(B&& buf) noexcept {
+  Result<std::size_t> try_read(B&& buf) {
     return try_read(AsWritableBytes(buf));
   }
 };
@@ -131,11 +133,10 @@ class UEPOLL_CXX_API WriteOps {
     if (ec) ThrowIoError(ec, "uepoll_write");
     return n;
   }
-  std::size_t write(std::span<const std::byte> buf,
-                    std::error_code& ec) noexcept {
+  std::size_t write(std::span<const std::byte> buf, std::error_code& ec) {
     return WriteSome(static_cast<const H&>(*this).get(), buf, ec);
   }
-  Result<std::size_t> try_write(std::span<const std::byte> buf) noexcept {
+  Result<std::size_t> try_write(std::span<const std::byte> buf) {
     std::error_code ec;
     std::size_t n = write(buf, ec);
     if (ec) return ec;
@@ -147,11 +148,11 @@ class UEPOLL_CXX_API WriteOps {
     return write(AsBytes(buf));
   }
   template <ConstByteBuffer B>
-  std::size_t write(const B& buf, std::error_code& ec) noexcept {
+  std::size_t write(const B& buf, std::error_code& ec) {
     return write(AsBytes(buf), ec);
   }
   template <ConstByteBuffer B>
-  Result<std::size_t> try_write(const B& buf) noexcept {
+  Result<std::size_t> try_write(const B& buf) {
     return try_write(AsBytes(buf));
   }
 };

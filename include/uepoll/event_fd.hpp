@@ -40,10 +40,10 @@ class UEPOLL_CXX_API EventFd {
   // 0 on error. Not [[nodiscard]]: reading only to reset the counter (a
   // wakeup eventfd) is a normal use.
   std::uint64_t read();
-  std::uint64_t read(std::error_code& ec) noexcept;
+  std::uint64_t read(std::error_code& ec);
   // The counter, or the error: would_block() when it is 0 and the eventfd
   // is nonblocking (result.hpp).
-  Result<std::uint64_t> try_read() noexcept {
+  Result<std::uint64_t> try_read() {
     std::error_code ec;
     std::uint64_t v = read(ec);
     if (ec) return ec;
@@ -53,10 +53,10 @@ class UEPOLL_CXX_API EventFd {
   // Adds value to the counter. Overflow past 2^64 - 2 blocks, or fails
   // EAGAIN with EFD_NONBLOCK; value 2^64 - 1 fails EINVAL.
   void write(std::uint64_t value);
-  void write(std::uint64_t value, std::error_code& ec) noexcept;
+  void write(std::uint64_t value, std::error_code& ec);
   // would_block() when the counter would overflow and the eventfd is
   // nonblocking.
-  Result<void> try_write(std::uint64_t value) noexcept {
+  Result<void> try_write(std::uint64_t value) {
     std::error_code ec;
     write(value, ec);
     return ec;

@@ -2,7 +2,11 @@
 //
 // Errors: every fallible call comes in two forms (Asio's convention). The
 // first throws std::system_error; the second takes a std::error_code&,
-// is noexcept, clears the code on success and sets it on failure. Codes are
+// clears the code on success and sets it on failure, and throws nothing.
+// The second form is noexcept except in the calls that may block (waits,
+// reads and writes, and their try_ forms): those are cancellation points,
+// and pthread_cancel of a thread blocked in one unwinds its stack, which a
+// noexcept frame would turn into std::terminate. Codes are
 // errno values in std::generic_category(), so they compare equal to
 // std::errc constants. Reads and writes have a third form, try_read and
 // try_write, that returns the count or the error as a Result (result.hpp),

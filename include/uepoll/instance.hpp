@@ -130,7 +130,7 @@ class UEPOLL_CXX_API Instance {
   template <class Rep, class Period>
   std::span<epoll_event> wait(std::span<epoll_event> events,
                               std::chrono::duration<Rep, Period> timeout,
-                              std::error_code& ec) noexcept {
+                              std::error_code& ec) {
     return wait_for(events, detail::CeilToNanoseconds(timeout), nullptr, ec);
   }
 
@@ -145,8 +145,7 @@ class UEPOLL_CXX_API Instance {
   template <class Rep, class Period>
   std::span<epoll_event> pwait(std::span<epoll_event> events,
                                std::chrono::duration<Rep, Period> timeout,
-                               const sigset_t& sigmask,
-                               std::error_code& ec) noexcept {
+                               const sigset_t& sigmask, std::error_code& ec) {
     return wait_for(events, detail::CeilToNanoseconds(timeout), &sigmask, ec);
   }
 
@@ -162,8 +161,7 @@ class UEPOLL_CXX_API Instance {
   std::span<epoll_event> wait(std::span<epoll_event> events,
                               const WaitOptions& options);
   std::span<epoll_event> wait(std::span<epoll_event> events,
-                              const WaitOptions& options,
-                              std::error_code& ec) noexcept;
+                              const WaitOptions& options, std::error_code& ec);
 
   // Per-instance parameters (uepoll_epoll_set_params / get_params, the
   // kernel's EPIOCSPARAMS / EPIOCGPARAMS plus a default min_wait).
@@ -181,8 +179,7 @@ class UEPOLL_CXX_API Instance {
                                   const sigset_t* sigmask);
   std::span<epoll_event> wait_for(std::span<epoll_event> events,
                                   std::chrono::nanoseconds timeout,
-                                  const sigset_t* sigmask,
-                                  std::error_code& ec) noexcept;
+                                  const sigset_t* sigmask, std::error_code& ec);
 
   Fd fd_;
 };

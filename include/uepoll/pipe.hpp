@@ -77,14 +77,13 @@ struct UEPOLL_CXX_API Pipe {
     return read_end.read(buf);
   }
   [[nodiscard]] std::size_t read(std::span<std::byte> buf,
-                                 std::error_code& ec) noexcept {
+                                 std::error_code& ec) {
     return read_end.read(buf, ec);
   }
   std::size_t write(std::span<const std::byte> buf) {
     return write_end.write(buf);
   }
-  std::size_t write(std::span<const std::byte> buf,
-                    std::error_code& ec) noexcept {
+  std::size_t write(std::span<const std::byte> buf, std::error_code& ec) {
     return write_end.write(buf, ec);
   }
 };

@@ -59,7 +59,7 @@ class UEPOLL_CXX_API TimerFd {
   // The expirations since the last read. None: blocks, or fails EAGAIN
   // with TFD_NONBLOCK. The error_code form returns 0 on error.
   [[nodiscard]] std::uint64_t read();
-  [[nodiscard]] std::uint64_t read(std::error_code& ec) noexcept;
+  [[nodiscard]] std::uint64_t read(std::error_code& ec);
 
  private:
   Fd fd_;

@@ -21,7 +21,7 @@ std::uint64_t EventFd::read() {
                          [&](std::error_code& ec) { return read(ec); });
 }
 
-std::uint64_t EventFd::read(std::error_code& ec) noexcept {
+std::uint64_t EventFd::read(std::error_code& ec) {
   std::uint64_t value = 0;
   ssize_t n = detail::Check(uepoll_read(get(), &value, sizeof value), ec);
   // An eventfd moves all 8 bytes or fails. A short count means the adopted
@@ -38,7 +38,7 @@ void EventFd::write(std::uint64_t value) {
                   [&](std::error_code& ec) { write(value, ec); });
 }
 
-void EventFd::write(std::uint64_t value, std::error_code& ec) noexcept {
+void EventFd::write(std::uint64_t value, std::error_code& ec) {
   ssize_t n = detail::Check(uepoll_write(get(), &value, sizeof value), ec);
   if (n >= 0 && n != static_cast<ssize_t>(sizeof value)) {
     ec = detail::ErrnoCode(EINVAL);

@@ -85,7 +85,7 @@ std::span<epoll_event> Instance::wait_for(std::span<epoll_event> events,
 std::span<epoll_event> Instance::wait_for(std::span<epoll_event> events,
                                           std::chrono::nanoseconds timeout,
                                           const sigset_t* sigmask,
-                                          std::error_code& ec) noexcept {
+                                          std::error_code& ec) {
   int max = static_cast<int>(std::min(events.size(), kMaxEvents));
   timespec ts{};
   int n = uepoll_epoll_pwait2(get(), events.data(), max,
@@ -103,7 +103,7 @@ std::span<epoll_event> Instance::wait(std::span<epoll_event> events,
 
 std::span<epoll_event> Instance::wait(std::span<epoll_event> events,
                                       const WaitOptions& options,
-                                      std::error_code& ec) noexcept {
+                                      std::error_code& ec) {
   int max = static_cast<int>(std::min(events.size(), kMaxEvents));
   timespec ts{};
   uepoll_wait_args args{};

@@ -7,14 +7,13 @@
 
 namespace uepoll::detail {
 
-std::size_t ReadSome(int fd, std::span<std::byte> buf,
-                     std::error_code& ec) noexcept {
+std::size_t ReadSome(int fd, std::span<std::byte> buf, std::error_code& ec) {
   ssize_t n = Check(uepoll_read(fd, buf.data(), buf.size()), ec);
   return n < 0 ? 0 : static_cast<std::size_t>(n);
 }
 
 std::size_t WriteSome(int fd, std::span<const std::byte> buf,
-                      std::error_code& ec) noexcept {
+                      std::error_code& ec) {
   ssize_t n = Check(uepoll_write(fd, buf.data(), buf.size()), ec);
   return n < 0 ? 0 : static_cast<std::size_t>(n);
 }

@@ -70,7 +70,7 @@ std::uint64_t TimerFd::read() {
                          [&](std::error_code& ec) { return read(ec); });
 }
 
-std::uint64_t TimerFd::read(std::error_code& ec) noexcept {
+std::uint64_t TimerFd::read(std::error_code& ec) {
   std::uint64_t ticks = 0;
   ssize_t n = detail::Check(uepoll_read(get(), &ticks, sizeof ticks), ec);
   if (n >= 0 && n != static_cast<ssize_t>(sizeof ticks)) {

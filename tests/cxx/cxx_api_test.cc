@@ -62,8 +62,10 @@ static_assert(uepoll::FdHandle<PipeReader>);
 static_assert(uepoll::FdHandle<PipeWriter>);
 static_assert(!uepoll::FdHandle<int>);
 
-// The error_code forms are noexcept; the throwing forms are not. (kZero, not
-// 0ms: the chrono literal operator is not noexcept itself.)
+// The error_code forms are noexcept, except those of calls that may block
+// (cancellation points: pthread_cancel unwinds through them, see
+// cxx_cancel_test.cc); the throwing forms are not. (kZero, not 0ms: the
+// chrono literal operator is not noexcept itself.)
 std::error_code g_ec;
 constexpr std::chrono::milliseconds kZero{0};
 static_assert(noexcept(Instance::create(0, g_ec)));
@@ -73,16 +75,22 @@ static_assert(noexcept(std::declval<Instance&>().add(std::declval<const Fd&>(),
                                                      0, 0, g_ec)));
 static_assert(noexcept(std::declval<Instance&>().modify(0, 0, 0, g_ec)));
 static_assert(noexcept(std::declval<Instance&>().remove(0, g_ec)));
-static_assert(noexcept(std::declval<Instance&>().wait(std::span<epoll_event>{},
-                                                      kZero, g_ec)));
-static_assert(noexcept(std::declval<Instance&>().pwait(
+static_assert(!noexcept(std::declval<Instance&>().wait(std::span<epoll_event>{},
+                                                       kZero, g_ec)));
+static_assert(!noexcept(std::declval<Instance&>().pwait(
     std::span<epoll_event>{}, kZero, std::declval<const sigset_t&>(), g_ec)));
+static_assert(!noexcept(std::declval<Instance&>().wait(std::span<epoll_event>{},
+                                                       Instance::WaitOptions{},
+                                                       g_ec)));
 static_assert(noexcept(EventFd::create(0, 0, g_ec)));
-static_assert(noexcept(std::declval<EventFd&>().read(g_ec)));
-static_assert(noexcept(std::declval<EventFd&>().write(1, g_ec)));
+static_assert(!noexcept(std::declval<EventFd&>().read(g_ec)));
+static_assert(!noexcept(std::declval<EventFd&>().write(1, g_ec)));
+static_assert(!noexcept(std::declval<EventFd&>().try_read()));
 static_assert(noexcept(Pipe::create(0, g_ec)));
-static_assert(noexcept(std::declval<Pipe&>().read(std::span<std::byte>{},
-                                                  g_ec)));
+static_assert(!noexcept(std::declval<Pipe&>().read(std::span<std::byte>{},
+                                                   g_ec)));
+static_assert(
+    !noexcept(std::declval<Socket&>().try_write(std::span<const std::byte>{})));
 static_assert(noexcept(SocketPair::create(0, g_ec)));
 static_assert(noexcept(std::declval<Socket&>().shutdown(SHUT_WR, g_ec)));
 static_assert(noexcept(std::declval<Fd&>().close(g_ec)));
