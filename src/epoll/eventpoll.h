@@ -213,6 +213,10 @@ class Eventpoll final : public File {
   // Makes the kernel half (a kernel epoll at every number of the
   // instance); 0 or -errno.
   int MakeMixed(int epfd) REQUIRES(mtx_);
+  // Gives the instance its kernel half if it has none yet (MakeMixed, then
+  // the waiters asleep without it re-sleep); the caller holds a borrow or
+  // a reference of the instance under number epfd.
+  int EnsureMixed(int epfd) EXCLUDES(mtx_);
   // The kernel descriptors a sleeping waiter must watch too: kfds[1..),
   // returns the count including kfds[0] (1 when there are none).
   nfds_t SleepSet(pollfd kfds[3]) const;

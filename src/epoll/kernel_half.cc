@@ -155,6 +155,24 @@ void Eventpoll::KernelNumberLost(int fd) {
   errno = saved;
 }
 
+int Eventpoll::EnsureMixed(int epfd) {
+  if (mixed_.load(std::memory_order_acquire)) return 0;
+  // MakeMixed holds the instance's numbers busy while it changes their
+  // kernel files, and a close of such a number waits for the borrows of the
+  // instance: ours must be references by then, or the two would wait for
+  // each other.
+  PinBorrowed();
+  {
+    MutexLock m(mtx_);
+    if (mixed_.load(std::memory_order_relaxed)) return 0;
+    int r = MakeMixed(epfd);
+    if (r < 0) return r;
+  }
+  // Waiters asleep without the kernel half in their sleep set.
+  WakeAllToResleep();
+  return 0;
+}
+
 int Eventpoll::CtlKernel(int epfd, int op, int fd, epoll_event* ev) {
   if (FdTable::Get().mode() == FdMode::kDisjoint) {
     // No number of this instance can hold a kernel epoll (semantics.md).
@@ -162,22 +180,8 @@ int Eventpoll::CtlKernel(int epfd, int op, int fd, epoll_event* ev) {
   }
   if (!mixed_.load(std::memory_order_acquire)) {
     if (op != EPOLL_CTL_ADD) return EmptyKernelAnswer(op, fd, ev);
-    // MakeMixed holds the instance's numbers busy while it changes their
-    // kernel files, and a close of such a number waits for the borrows of
-    // the instance: ours must be references by then, or the two would wait
-    // for each other.
-    PinBorrowed();
-    bool made = false;
-    {
-      MutexLock m(mtx_);
-      if (!mixed_.load(std::memory_order_relaxed)) {
-        int r = MakeMixed(epfd);
-        if (r < 0) return r;
-        made = true;
-      }
-    }
-    // Waiters asleep without the kernel half in their sleep set.
-    if (made) WakeAllToResleep();
+    int r = EnsureMixed(epfd);
+    if (r < 0) return r;
   }
   int r;
   int saved = errno;  // the C API writes errno only on failure

@@ -58,20 +58,7 @@ uint64_t NewTag(const void* self) {
 
 int Eventpoll::MakeWatchable(int epfd) {
   if (FdTable::Get().mode() == FdMode::kDisjoint) return -EPERM;  // D5
-  if (!mixed_.load(std::memory_order_acquire)) {
-    // As in CtlKernel: MakeMixed takes the instance's numbers busy.
-    PinBorrowed();
-    bool made = false;
-    {
-      MutexLock m(mtx_);
-      if (!mixed_.load(std::memory_order_relaxed)) {
-        int r = MakeMixed(epfd);
-        if (r < 0) return r;
-        made = true;
-      }
-    }
-    if (made) WakeAllToResleep();
-  }
+  if (int r = EnsureMixed(epfd); r < 0) return r;
   {
     MutexLock m(mirror_mu_);
     if (mirror_fd_ >= 0) return 0;
