@@ -24,9 +24,4 @@ void* AllocateSlow(size_t n) noexcept {
   return ::operator new(n, std::nothrow);
 }
 
-void* AllocateLineSlow(size_t n) noexcept {
-  if (InjectFailureNow()) return nullptr;
-  return ::operator new (n, std::align_val_t{kCacheLine}, std::nothrow);
-}
-
 }  // namespace uepoll::impl

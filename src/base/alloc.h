@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <new>
 #include <utility>
 
@@ -20,7 +21,6 @@ inline std::atomic<long> g_alloc_fail_countdown{0};
 inline std::atomic<long> g_alloc_count{0};
 
 void* AllocateSlow(size_t n) noexcept;
-void* AllocateLineSlow(size_t n) noexcept;
 
 inline void* Allocate(size_t n) noexcept {
   if (g_alloc_fail_countdown.load(std::memory_order_relaxed) != 0) {
@@ -33,15 +33,30 @@ inline void Deallocate(void* p) noexcept { ::operator delete(p); }
 // Cache-line-aligned memory, for objects that lay their fields out on lines
 // of their own (Eventpoll): malloc's 16-byte alignment would let a hot
 // line straddle two. Same accounting and failure injection as Allocate.
+//
+// Not an aligned operator new: glibc serves that with memalign, which
+// carves a larger chunk, frees the remainder and bypasses the per-thread
+// cache (738 of the ~2960 instructions of an eventfd create/ADD/close
+// cycle; bench/FINDINGS_DRAFT.md). Instead one ordinary allocation a line
+// larger, aligned by hand, with malloc's pointer kept in the word below
+// the object.
 inline constexpr size_t kCacheLine = 64;
+inline void* AlignToLine(void* raw) noexcept {
+  if (!raw) return nullptr;
+  uintptr_t a = (reinterpret_cast<uintptr_t>(raw) + kCacheLine) &
+                ~uintptr_t{kCacheLine - 1};
+  // raw is at least 16-byte aligned, so 16 to 64 bytes lie below a.
+  reinterpret_cast<void**>(a)[-1] = raw;
+  return reinterpret_cast<void*>(a);
+}
 inline void* AllocateLine(size_t n) noexcept {
   if (g_alloc_fail_countdown.load(std::memory_order_relaxed) != 0) {
-    return AllocateLineSlow(n);
+    return AlignToLine(AllocateSlow(n + kCacheLine));
   }
-  return ::operator new (n, std::align_val_t{kCacheLine}, std::nothrow);
+  return AlignToLine(::operator new(n + kCacheLine, std::nothrow));
 }
 inline void DeallocateLine(void* p) noexcept {
-  ::operator delete (p, std::align_val_t{kCacheLine});
+  if (p) ::operator delete(static_cast<void**>(p)[-1]);
 }
 
 template <class T, class... Args>

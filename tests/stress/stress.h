@@ -72,8 +72,14 @@ class Budget {
   // Claims one iteration; false once the count or the cap is reached.
   bool Take() {
     if (done_.load(std::memory_order_relaxed)) return false;
-    if (used_.fetch_add(1, std::memory_order_relaxed) >= iterations_ ||
-        Clock::now() >= cap_) {
+    if (used_.fetch_add(1, std::memory_order_relaxed) >= iterations_) {
+      done_.store(true, std::memory_order_relaxed);
+      return false;  // used() clamps at iterations_
+    }
+    if (Clock::now() >= cap_) {
+      // Not an iteration: undo the claim, or used() would count one more
+      // round than ran (and the tests' exact totals would miss one).
+      used_.fetch_sub(1, std::memory_order_relaxed);
       done_.store(true, std::memory_order_relaxed);
       return false;
     }
