@@ -12,6 +12,8 @@
 #include <uepoll/debug.h>
 #include <uepoll/uepoll.h>
 
+#include "report.h"
+
 namespace uepoll_bench {
 namespace {
 
@@ -123,6 +125,11 @@ bool StopFd::AddTo(const Backend& b, int epfd, std::string* err) const {
 void StopFd::Fire(const Backend& b) const {
   uint64_t one = 1;
   if (fd >= 0) b.write(fd, &one, sizeof(one));
+}
+
+void NoteFdMode(const Backend& b, Result& r) {
+  if (!b.is_kernel && uepoll_get_fd_mode() == UEPOLL_FD_MODE_DISJOINT)
+    r.params.push_back({"disjoint", 1});
 }
 
 }  // namespace uepoll_bench

@@ -35,6 +35,11 @@ struct Backend {
   bool is_uring = false;
 };
 
+struct Result;
+// On uepoll in the disjoint numbering (UEPOLL_FD_MODE=disjoint), adds the
+// parameter disjoint=1, so that the two modes' rows tell apart.
+void NoteFdMode(const Backend& b, Result& r);
+
 const Backend& KernelBackend();
 const Backend& UepollBackend();
 

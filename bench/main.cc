@@ -24,6 +24,8 @@ const Command kCommands[] = {
      "create, ADD, signal, harvest, close without DEL, per thread"},
     {"throughput", CmdThroughput,
      "one thread: signal + wait + consume, maxevents 1 and 64"},
+    {"mixed", CmdMixed,
+     "K kernel and U uepoll eventfds in one instance: the kernel bridge"},
     {"pingpong", CmdPingpong,
      "two threads hand a token back and forth: latency"},
     {"scale", CmdScale,

@@ -32,6 +32,9 @@ int CmdSuite(int argc, char** argv) {
                                    bytes = {64, 4096};
   const std::vector<unsigned long> maxevents = {1, 64};
   const std::vector<int64_t> spins = {0, 50000};
+  // mixed: an instance of kernel eventfds only, and one of both kinds.
+  const std::vector<std::pair<unsigned long, unsigned long>> mixes = {{8, 0},
+                                                                      {8, 8}};
   const auto be = c.For(false), bu = c.For(true);  // epoll only; + io_uring
   const size_t ne = be.size(), nu = bu.size();
   Report report;
@@ -41,8 +44,8 @@ int CmdSuite(int argc, char** argv) {
     minwait_n += MinWaitModes(*b, 20000, 200, lat).size();
   Progress progress(int(
       ne * (4 + depths.size() * threads.size() + threads.size() + own.size()) +
-      nu * (own.size() + maxevents.size() + spins.size()) + scale.size() +
-      minwait_n + bytes.size() * servers.size() * (nu + ne)));
+      nu * (own.size() + maxevents.size() + spins.size()) + ne * mixes.size() +
+      scale.size() + minwait_n + bytes.size() * servers.size() * (nu + ne)));
   int64_t t0 = NowNs();
 
   for (bool no_sleep : {false, true}) {
@@ -86,6 +89,11 @@ int CmdSuite(int argc, char** argv) {
       RunMeasurement(progress, report, "throughput", *b,
                      "maxevents=" + std::to_string(k),
                      [&] { return MeasureThroughput(*b, k, base); });
+  for (auto [k, u] : mixes)
+    for (const Backend* b : be)
+      RunMeasurement(progress, report, "mixed", *b,
+                     "K=" + std::to_string(k) + " U=" + std::to_string(u),
+                     [&] { return MeasureMixed(*b, k, u, base); });
   for (int64_t spin : spins)
     for (const Backend* b : bu)
       RunMeasurement(progress, report, "pingpong", *b,

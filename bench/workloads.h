@@ -46,6 +46,9 @@ Result MeasureNested(const Backend& b, unsigned long threads,
 Result MeasureChurn(const Backend& b, unsigned long threads, double runtime);
 Result MeasureThroughput(const Backend& b, unsigned long maxevents,
                          double runtime);
+// mixed (wl_mixed.cc): K kernel and U uepoll eventfds in one instance.
+Result MeasureMixed(const Backend& b, unsigned long kernel_fds,
+                    unsigned long uepoll_fds, double runtime);
 // churn_own / throughput_own (wl_indep.cc): one instance per thread.
 // spread: each thread's descriptors are followed by unused ones, so that
 // different threads' numbers are never neighbours (throughput only).
@@ -96,6 +99,7 @@ int CmdCtl(int argc, char** argv);
 int CmdNested(int argc, char** argv);
 int CmdChurn(int argc, char** argv);
 int CmdThroughput(int argc, char** argv);
+int CmdMixed(int argc, char** argv);
 int CmdPingpong(int argc, char** argv);
 int CmdScale(int argc, char** argv);
 int CmdMinWait(int argc, char** argv);
@@ -134,6 +138,7 @@ void RunMeasurement(Progress& progress, Report& report, const char* workload,
   int64_t t0 = NowNs();
   Result r = measure();
   r.core_rtt_ns = rtt;
+  NoteFdMode(b, r);
   double secs = static_cast<double>(NowNs() - t0) / 1e9;
   if (r.ok()) CountSyscalls(r, measure);
   progress.Finish(r, secs);
