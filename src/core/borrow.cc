@@ -80,7 +80,8 @@ void ForkChild() {
     r->in_use.store(false, std::memory_order_relaxed);
   }
 }
-[[maybe_unused]] const int g_atfork = pthread_atfork(nullptr, nullptr, ForkChild);
+[[maybe_unused]] const int g_atfork =
+    pthread_atfork(nullptr, nullptr, ForkChild);
 
 }  // namespace
 

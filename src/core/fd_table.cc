@@ -11,8 +11,8 @@
 #include <new>
 
 #include "base/mutex.h"
-#include "kernel/placeholder.h"
 #include "base/sys.h"
+#include "kernel/placeholder.h"
 
 namespace uepoll::impl {
 namespace {

@@ -49,33 +49,15 @@ long USetLimit(long limit) {
   return uepoll_debug_set_fd_limit(limit);
 }
 
-const Backend kUepoll = {"uepoll",
-                         false,
-                         uepoll_epoll_create,
-                         uepoll_epoll_create1,
-                         uepoll_epoll_ctl,
-                         uepoll_epoll_wait,
-                         uepoll_epoll_pwait,
-                         uepoll_epoll_pwait2,
-                         uepoll_eventfd,
-                         uepoll_pipe,
-                         uepoll_pipe2,
-                         uepoll_socketpair,
-                         uepoll_shutdown,
-                         uepoll_read,
-                         uepoll_write,
-                         uepoll_close,
-                         uepoll_dup,
-                         uepoll_dup2,
-                         uepoll_dup3,
-                         UFcntl,
-                         uepoll_poll,
-                         USetLimit,
-                         // As for the kernel: uepoll numbers are small.
-                         1000,
-                         uepoll_timerfd_create,
-                         uepoll_timerfd_settime,
-                         uepoll_timerfd_gettime};
+const Backend kUepoll = {
+    "uepoll", false, uepoll_epoll_create, uepoll_epoll_create1,
+    uepoll_epoll_ctl, uepoll_epoll_wait, uepoll_epoll_pwait,
+    uepoll_epoll_pwait2, uepoll_eventfd, uepoll_pipe, uepoll_pipe2,
+    uepoll_socketpair, uepoll_shutdown, uepoll_read, uepoll_write, uepoll_close,
+    uepoll_dup, uepoll_dup2, uepoll_dup3, UFcntl, uepoll_poll, USetLimit,
+    // As for the kernel: uepoll numbers are small.
+    1000, uepoll_timerfd_create, uepoll_timerfd_settime,
+    uepoll_timerfd_gettime};
 
 }  // namespace
 
