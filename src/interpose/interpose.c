@@ -201,6 +201,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t count) {
   return uepoll_write(fd, buf, count);
 }
 EXPORT int close(int fd) { return uepoll_close(fd); }
+EXPORT int shutdown(int fd, int how) { return uepoll_shutdown(fd, how); }
 EXPORT int dup(int oldfd) { return uepoll_dup(oldfd); }
 EXPORT int dup2(int oldfd, int newfd) { return uepoll_dup2(oldfd, newfd); }
 EXPORT int dup3(int oldfd, int newfd, int flags) {

@@ -12,6 +12,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,9 +108,28 @@ int main(void) {
     pfd[i].events = POLLIN;
   }
   CHECK(poll(pfd, kSources, 0) == 0);
+  /* fork(): the child has the objects (uepoll's are copies, the kernel's
+   * are shared) and uses them on its own; the parent's are still empty
+   * afterwards either way. */
+  pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    struct epoll_event ev;
+    char b[4];
+    int ok = write(q[1], "cd", 2) == 2 && epoll_wait(ep, &ev, 1, 10000) == 1 &&
+             ev.data.u32 == kPipe2 && read(q[0], b, sizeof b) == 2 &&
+             close(q[0]) == 0 && epoll_wait(ep, &ev, 1, 0) == 0;
+    _exit(ok ? 0 : 1);
+  }
+  int status = -1;
+  CHECK(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(poll(pfd, kSources, 0) == 0);
+  char c;
+  CHECK(write(q[1], "e", 1) == 1 && read(q[0], &c, 1) == 1 && c == 'e');
+
   CHECK(shutdown(s[1], SHUT_WR) == 0);
   CHECK(poll(&pfd[kStream], 1, 10000) == 1 && pfd[kStream].revents == POLLIN);
-  char c;
   CHECK(read(s[0], &c, 1) == 0);
 
   int all[] = {ep, p[0], p[1], q[0], q[1], e, s[0], s[1], d[0], d[1], t};
