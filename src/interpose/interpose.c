@@ -82,7 +82,8 @@ static const struct uepoll_libc_calls *Libc(void) {
  *
  * UEPOLL_INTERPOSE, a comma-separated subset of epoll, eventfd, pipe,
  * socketpair, timerfd (or "all", the default, or "none"): the kinds whose
- * constructors create uepoll objects; the others create the kernel's. A
+ * constructors create uepoll objects; the others create the kernel's; any
+ * kind implies epoll, since the kernel's epoll cannot watch uepoll's. A
  * program that hands pipes to child processes (fork and exec, a shell's
  * command substitution) needs kernel pipes: UEPOLL_INTERPOSE=epoll,eventfd.
  * Every descriptor call still goes through uepoll, which passes the
@@ -124,6 +125,9 @@ static void ParseKinds(void) {
     s += n;
     if (*s == ',') ++s;
   }
+  /* The kernel's epoll cannot watch uepoll's objects (EPERM): whichever
+   * kind becomes uepoll's, so do the instances that watch it. */
+  if (kinds != 0) kinds |= kEpoll;
   g_kinds = kinds;
 }
 

@@ -47,11 +47,13 @@ void HarnessInit(struct Harness *h, const char *library, int argc,
   pthread_mutex_init(&h->mu, NULL);
   pthread_cond_init(&h->cv, NULL);
   if (argc != 2 ||
-      (strcmp(argv[1], "kernel") != 0 && strcmp(argv[1], "uepoll") != 0)) {
-    fprintf(stderr, "usage: %s kernel|uepoll\n", argv[0]);
+      (strcmp(argv[1], "kernel") != 0 && strcmp(argv[1], "uepoll") != 0 &&
+       strcmp(argv[1], "mixed") != 0)) {
+    fprintf(stderr, "usage: %s kernel|uepoll|mixed\n", argv[0]);
     exit(2);
   }
-  h->expect_uepoll = strcmp(argv[1], "uepoll") == 0;
+  h->expect_uepoll = strcmp(argv[1], "kernel") != 0;
+  h->mixed = strcmp(argv[1], "mixed") == 0;
   *(void **)&g_is_uepoll_fd = dlsym(RTLD_DEFAULT, "uepoll_is_uepoll_fd");
   *(void **)&g_get_params = dlsym(RTLD_DEFAULT, "uepoll_epoll_get_params");
   int present = g_is_uepoll_fd != NULL && g_get_params != NULL;
@@ -89,7 +91,7 @@ static struct Source *Add(struct Harness *h, enum SourceKind kind,
   s->rfd = rfd;
   s->wfd = wfd;
   s->edge = edge;
-  s->uepoll_kind = kind != kDgramSource;
+  s->uepoll_kind = h->mixed ? kind == kEventfdSource : kind != kDgramSource;
   if (rfd < 0 || wfd < 0)
     HarnessFail(h, "creating %s: %s", name, strerror(errno));
   return s;

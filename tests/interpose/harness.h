@@ -7,7 +7,9 @@
  * with libuepoll-interpose.so (LD_PRELOAD, or linked first) the same calls,
  * and the event library's own epoll_create1/epoll_ctl/epoll_wait, land on
  * uepoll. The expectations are the same in both runs; only the check of
- * whose objects they are differs (argv[1]: "kernel" or "uepoll").
+ * whose objects they are differs (argv[1]: "kernel", "uepoll", or "mixed":
+ * run with UEPOLL_INTERPOSE=epoll,eventfd, uepoll's epoll instances watch
+ * uepoll eventfds and kernel pipes and socket pairs).
  *
  * The scenario, on every source (pipes, eventfds, a stream socketpair: the
  * kinds the interposer moves to uepoll; a datagram socketpair: always the
@@ -49,6 +51,7 @@ struct Source {
 struct Harness {
   const char *library;
   int expect_uepoll;
+  int mixed;
   struct Source src[kMaxSources];
   int nsrc;
   pthread_mutex_t mu;
