@@ -46,11 +46,14 @@ static long Missing(void) {
   return -1;
 }
 
-static void ResolveLibc(void){
-/* dlsym(RTLD_NEXT) from this object: the first definition after it in
- * the search order, libc's whether this library was preloaded or linked
- * first. A sanitizer's interceptors sit in the executable, before us, so
- * uepoll's own calls to libc bypass them (see README.md). */
+static void ResolveLibc(void) {
+  /* The call that triggers this may succeed, and must then leave errno as
+   * it was: dlsym does not promise to. dlsym(RTLD_NEXT) from this object
+   * finds the first definition after it in the search order, libc's
+   * whether this library was preloaded or linked first. A sanitizer's
+   * interceptors come before us, so uepoll's own calls to libc bypass them
+   * (see README.md). */
+  int saved_errno = errno;
 #define UEPOLL_RESOLVE(name)                                           \
   {                                                                    \
     void *p = dlsym(RTLD_NEXT, #name);                                 \
@@ -60,8 +63,9 @@ static void ResolveLibc(void){
       g_libc.name = (__typeof__(g_libc.name))(void (*)(void))Missing;  \
     }                                                                  \
   }
-    UEPOLL_LIBC_CALLS(UEPOLL_RESOLVE)
+  UEPOLL_LIBC_CALLS(UEPOLL_RESOLVE)
 #undef UEPOLL_RESOLVE
+  errno = saved_errno;
 }
 
 /* Called by uepoll on each of its libc calls, and by the pass-throughs

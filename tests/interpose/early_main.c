@@ -4,6 +4,7 @@
  * epoll, a pipe and an eventfd; main() checks that every step worked, on
  * uepoll's objects when interposed, and that they still work now. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,8 +18,11 @@ static int early_fds[3] = {-1, -1, -1};
 static void Early(void) {
   int p[2];
   int step = 1;
+  /* The first calls resolve libc's names in the interposer: a success
+   * leaves errno alone all the same. */
+  errno = 4321;
   int ep = epoll_create1(EPOLL_CLOEXEC);
-  if (ep < 0 || pipe(p) != 0) goto out;
+  if (ep < 0 || pipe(p) != 0 || errno != 4321) goto out;
   ++step;
   int e = eventfd(0, EFD_NONBLOCK);
   struct epoll_event ev = {.events = EPOLLIN, .data.u32 = 7};
