@@ -73,7 +73,7 @@ struct uepoll_libc_calls {
 #ifndef UEPOLL_INTERPOSE_BUILD
 __attribute__((weak))
 #endif
-const struct uepoll_libc_calls *
+const struct uepoll_libc_calls*
 uepoll_interpose_libc(void);
 
 #ifdef __cplusplus
