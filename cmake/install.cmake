@@ -1,4 +1,4 @@
-# Install rules: headers, both libraries, a CMake package, pkg-config files
+# Install rules: headers, both libraries and the interpose library, a CMake package, pkg-config files
 # and the documents the manual pages cite. man/ installs the pages, and
 # programs (uepoll-bench) add their own install(TARGETS) next to their
 # definition. Included from the top-level CMakeLists.txt after src/.
@@ -6,7 +6,9 @@ include(CMakePackageConfigHelpers)
 
 set(UEPOLL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/uepoll)
 
-install(TARGETS uepoll uepoll_static
+# libuepoll-interpose.so (uepoll::interpose) sits beside libuepoll.so: it is
+# preloaded or linked first by name (README.md), so it has no namelink.
+install(TARGETS uepoll uepoll_static uepoll_interpose
   EXPORT uepoll-targets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
           COMPONENT runtime NAMELINK_COMPONENT development

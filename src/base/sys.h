@@ -2,8 +2,8 @@
 // passed to a uepoll_* call, a placeholder, an instance's kernel epoll, the
 // parker's and the bridge's own descriptors) goes through here, so that the
 // one place that decides how libc is reached is this file: a build that
-// interposes the libc names must reach the next definition of each name,
-// not its own.
+// interposes the libc names (libuepoll-interpose.so) must reach the next
+// definition of each name, not its own: see base/libc_calls.h.
 //
 // Each function behaves exactly as its libc namesake: -1 and errno on
 // failure, errno untouched on success.
@@ -16,44 +16,73 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
+
+#include "base/libc_calls.h"
 
 namespace uepoll::impl::sys {
 
-inline ssize_t Read(int fd, void* buf, size_t n) { return ::read(fd, buf, n); }
+// libc's definitions when libuepoll-interpose.so has replaced the public
+// names, else null (base/libc_calls.h). The answer never changes while the
+// process runs: the weak reference is bound at load time, and the table
+// the interposer returns is built once.
+inline const uepoll_libc_calls* Next() {
+  return &uepoll_interpose_libc != nullptr ? uepoll_interpose_libc() : nullptr;
+}
+
+// UEPOLL_SYS(name, args...): the next definition of name if interposed,
+// libc's own otherwise.
+#define UEPOLL_SYS(name, ...) \
+  (Next() != nullptr ? Next()->name(__VA_ARGS__) : ::name(__VA_ARGS__))
+
+inline ssize_t Read(int fd, void* buf, size_t n) {
+  return UEPOLL_SYS(read, fd, buf, n);
+}
 inline ssize_t Write(int fd, const void* buf, size_t n) {
-  return ::write(fd, buf, n);
+  return UEPOLL_SYS(write, fd, buf, n);
 }
-inline int Close(int fd) { return ::close(fd); }
-inline int Dup(int fd) { return ::dup(fd); }
+inline int Close(int fd) { return UEPOLL_SYS(close, fd); }
+inline int Dup(int fd) { return UEPOLL_SYS(dup, fd); }
 inline int Dup3(int oldfd, int newfd, int flags) {
-  return ::dup3(oldfd, newfd, flags);
+  return UEPOLL_SYS(dup3, oldfd, newfd, flags);
 }
-inline int Dup2(int oldfd, int newfd) { return ::dup2(oldfd, newfd); }
+inline int Dup2(int oldfd, int newfd) { return UEPOLL_SYS(dup2, oldfd, newfd); }
 inline int Fcntl(int fd, int cmd, unsigned long arg) {
-  return ::fcntl(fd, cmd, arg);
+  return UEPOLL_SYS(fcntl, fd, cmd, arg);
 }
-inline int Shutdown(int fd, int how) { return ::shutdown(fd, how); }
-inline int Open(const char* path, int flags) { return ::open(path, flags); }
-inline int EpollCreate1(int flags) { return ::epoll_create1(flags); }
+inline int Shutdown(int fd, int how) { return UEPOLL_SYS(shutdown, fd, how); }
+inline int Open(const char* path, int flags) {
+  return UEPOLL_SYS(open, path, flags);
+}
+inline int EpollCreate1(int flags) { return UEPOLL_SYS(epoll_create1, flags); }
 inline int Eventfd(unsigned int initval, int flags) {
-  return ::eventfd(initval, flags);
+  return UEPOLL_SYS(eventfd, initval, flags);
 }
 inline int EpollCtl(int epfd, int op, int fd, epoll_event* ev) {
-  return ::epoll_ctl(epfd, op, fd, ev);
+  return UEPOLL_SYS(epoll_ctl, epfd, op, fd, ev);
 }
 inline int EpollPwait2(int epfd, epoll_event* evs, int maxevents,
                        const timespec* timeout, const sigset_t* mask) {
-  return ::epoll_pwait2(epfd, evs, maxevents, timeout, mask);
+  return UEPOLL_SYS(epoll_pwait2, epfd, evs, maxevents, timeout, mask);
 }
 inline int EpollPwait(int epfd, epoll_event* evs, int maxevents, int timeout,
                       const sigset_t* mask) {
-  return ::epoll_pwait(epfd, evs, maxevents, timeout, mask);
+  return UEPOLL_SYS(epoll_pwait, epfd, evs, maxevents, timeout, mask);
 }
 inline int Ppoll(pollfd* fds, nfds_t n, const timespec* timeout,
                  const sigset_t* mask) {
-  return ::ppoll(fds, n, timeout, mask);
+  return UEPOLL_SYS(ppoll, fds, n, timeout, mask);
 }
+inline int TimerfdCreate(int clockid, int flags) {
+  return UEPOLL_SYS(timerfd_create, clockid, flags);
+}
+inline int TimerfdSettime(int fd, int flags, const itimerspec* value,
+                          itimerspec* old) {
+  return UEPOLL_SYS(timerfd_settime, fd, flags, value, old);
+}
+
+#undef UEPOLL_SYS
 
 }  // namespace uepoll::impl::sys
 

@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "base/mutex.h"
+#include "base/sys.h"
 
 namespace uepoll::impl {
 namespace {
@@ -27,7 +28,7 @@ void Parent() NO_THREAD_SAFETY_ANALYSIS { D().mu.Unlock(); }
 // consumes a step for both: the child makes its own on its next call.
 void Child() NO_THREAD_SAFETY_ANALYSIS {
   Detector& d = D();
-  if (d.fd >= 0) ::close(d.fd);
+  if (d.fd >= 0) sys::Close(d.fd);
   d.fd = -1;
   d.failed = false;
   d.mu.Unlock();
@@ -48,20 +49,21 @@ uint64_t ClockSetGeneration() {
   int saved = errno;
   MutexLock l(d.mu);
   if (d.fd < 0 && !d.failed) {
-    d.fd = ::timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
+    d.fd = sys::TimerfdCreate(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
     itimerspec never = {};
     never.it_value.tv_sec = LONG_MAX;  // saturates at the end of time
     if (d.fd >= 0 &&
-        ::timerfd_settime(d.fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET,
-                          &never, nullptr) != 0) {
-      ::close(d.fd);
+        sys::TimerfdSettime(d.fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET,
+                            &never, nullptr) != 0) {
+      sys::Close(d.fd);
       d.fd = -1;
     }
     d.failed = d.fd < 0;
   }
   if (d.fd >= 0) {
     uint64_t ticks;
-    if (::read(d.fd, &ticks, sizeof ticks) < 0 && errno == ECANCELED) ++d.gen;
+    if (sys::Read(d.fd, &ticks, sizeof ticks) < 0 && errno == ECANCELED)
+      ++d.gen;
   }
   uint64_t gen = d.gen;
   errno = saved;

@@ -112,7 +112,7 @@ do_install() {
     [[ -f $prefix/include/uepoll/$(basename "$h") ]] ||
       fail "header $(basename "$h") not installed"
   done
-  for f in libuepoll.a libuepoll.so pkgconfig/uepoll.pc \
+  for f in libuepoll.a libuepoll.so libuepoll-interpose.so pkgconfig/uepoll.pc \
            pkgconfig/uepoll-static.pc \
            cmake/uepoll/uepollConfig.cmake \
            cmake/uepoll/uepollConfigVersion.cmake \
@@ -126,6 +126,15 @@ do_install() {
   # libuepoll.so is the development symlink to the soname file.
   [[ -L $libdir/libuepoll.so ]] || fail "libuepoll.so is not a symlink"
   [[ -f $(readlink -f "$libdir/libuepoll.so") ]] || fail "dangling libuepoll.so"
+  # The interposer finds libuepoll beside it (its RPATH is $ORIGIN) and
+  # exports the libc names. A sanitizer build's needs its runtime first in
+  # the process, which a plain program does not have: not run there.
+  nm -D --defined-only "$libdir/libuepoll-interpose.so" | grep -q ' T epoll_ctl$' ||
+    fail "libuepoll-interpose.so does not export epoll_ctl"
+  if [[ -z ${SANITIZE_LDFLAGS:-} ]]; then
+    LD_PRELOAD=$libdir/libuepoll-interpose.so env true ||
+      fail "a program does not run with libuepoll-interpose.so preloaded"
+  fi
   # Every page of man/, and a link page for each renamed call.
   local man3=$prefix/share/man/man3
   for page in "$here"/../../man/*.3; do

@@ -72,6 +72,7 @@ step "checking the installed files"
 files=$(dpkg-query -L uepoll)
 for f in /usr/include/uepoll/uepoll.h /usr/include/uepoll/uepoll.hpp \
          /usr/bin/uepoll-bench '/libuepoll\.so\.[0-9.]*$' '/libuepoll\.a$' \
+         '/libuepoll-interpose\.so$' /usr/include/uepoll/rename.h \
          /cmake/uepoll/uepollConfig.cmake /pkgconfig/uepoll.pc \
          /pkgconfig/uepoll-static.pc /usr/share/man/man3/uepoll.3 \
          /usr/share/man/man3/uepoll_epoll_pwait3.3 \
@@ -79,6 +80,9 @@ for f in /usr/include/uepoll/uepoll.h /usr/include/uepoll/uepoll.hpp \
   grep -q -- "$f" <<<"$files" || fail "the package has no $f"
 done
 uepoll-bench --help >/dev/null || fail "uepoll-bench --help failed"
+interpose=$(grep '/libuepoll-interpose\.so$' <<<"$files")
+LD_PRELOAD=$interpose env true ||
+  fail "a program does not run with $interpose preloaded"
 
 # man(1) finds each page by the name of its call, and a renamed call's link
 # page shows the list of differences. Docker-style images drop man pages at

@@ -1,0 +1,85 @@
+// A C++ program compiled with `-include uepoll/rename.h` and nothing else
+// changed: the renaming must leave the standard library's and the
+// program's own members named read/write/close/poll alone (other argument
+// counts) while the libc calls become uepoll's. Built as it is too: the
+// same expectations on the kernel.
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+int failures = 0;
+void Check(bool ok, const char* what, int line) {
+  if (!ok) {
+    std::fprintf(stderr, "FAIL line %d: %s\n", line, what);
+    ++failures;
+  }
+}
+#define CHECK(cond) Check((cond), #cond, __LINE__)
+
+// Members that share libc's names with other argument counts.
+class Device {
+ public:
+  int read(char* out, int n) { return n > 0 ? (*out = 'd', 1) : 0; }
+  void write(const std::string& s) { log_ += s; }
+  void close() { closed_ = true; }
+  int poll() const { return closed_ ? 0 : 1; }
+  bool closed_ = false;
+  std::string log_;
+};
+
+}  // namespace
+
+int main() {
+  // The standard streams: istream::read(s, n), ostream::write(s, n),
+  // fstream::close() keep their names.
+  std::string path =
+      std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
+      "/uepoll_rename_cxx." + std::to_string(getpid());
+  std::ofstream out(path);
+  out.write("hello", 5);
+  out.close();
+  std::ifstream in(path);
+  char text[6] = {};
+  in.read(text, 5);
+  in.close();
+  CHECK(std::string(text) == "hello");
+  std::remove(path.c_str());
+  std::stringstream ss;
+  ss.write("ab", 2);
+  CHECK(ss.str() == "ab");
+
+  Device dev;
+  char c = 0;
+  CHECK(dev.read(&c, 1) == 1 && c == 'd');
+  dev.write("x");
+  CHECK(dev.poll() == 1);
+  dev.close();
+  CHECK(dev.closed_ && dev.poll() == 0);
+
+  // The libc calls, qualified or not.
+  int p[2];
+  CHECK(pipe(p) == 0);
+#ifdef UEPOLL_RENAME_H_
+  CHECK(uepoll_is_uepoll_fd(p[0]) == 1 && uepoll_is_uepoll_fd(p[1]) == 1);
+#endif
+  CHECK(fcntl(p[0], F_SETFL, O_NONBLOCK) == 0);
+  CHECK(::write(p[1], "xyz", 3) == 3);
+  pollfd pfd = {p[0], POLLIN, 0};
+  CHECK(poll(&pfd, 1, 10000) == 1 && pfd.revents == POLLIN);
+  char buf[8];
+  CHECK(read(p[0], buf, sizeof buf) == 3);
+  CHECK(::poll(&pfd, 1, 0) == 0);
+  int q = dup(p[0]);
+  CHECK(q >= 0 && ::close(q) == 0);
+  CHECK(close(p[0]) == 0 && close(p[1]) == 0);
+  std::printf("%s\n", failures ? "FAILED" : "passed");
+  return failures ? 1 : 0;
+}
