@@ -15,7 +15,10 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 namespace uepoll::impl::sys {
@@ -53,6 +56,42 @@ inline int EpollPwait(int epfd, epoll_event* evs, int maxevents, int timeout,
 inline int Ppoll(pollfd* fds, nfds_t n, const timespec* timeout,
                  const sigset_t* mask) {
   return ::ppoll(fds, n, timeout, mask);
+}
+inline ssize_t Readv(int fd, const iovec* iov, int n) {
+  return ::readv(fd, iov, n);
+}
+inline ssize_t Writev(int fd, const iovec* iov, int n) {
+  return ::writev(fd, iov, n);
+}
+inline ssize_t Preadv(int fd, const iovec* iov, int n, off_t off) {
+  return ::preadv(fd, iov, n, off);
+}
+inline ssize_t Pwritev(int fd, const iovec* iov, int n, off_t off) {
+  return ::pwritev(fd, iov, n, off);
+}
+inline ssize_t Sendto(int fd, const void* buf, size_t n, int flags,
+                      const sockaddr* addr, socklen_t len) {
+  return ::sendto(fd, buf, n, flags, addr, len);
+}
+inline ssize_t Recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* addr,
+                        socklen_t* len) {
+  return ::recvfrom(fd, buf, n, flags, addr, len);
+}
+inline ssize_t Sendmsg(int fd, const msghdr* msg, int flags) {
+  return ::sendmsg(fd, msg, flags);
+}
+inline ssize_t Recvmsg(int fd, msghdr* msg, int flags) {
+  return ::recvmsg(fd, msg, flags);
+}
+inline int Ioctl(int fd, unsigned long request, unsigned long arg) {
+  return ::ioctl(fd, request, arg);
+}
+inline int Select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) {
+  return ::select(n, r, w, e, timeout);
+}
+inline int Pselect(int n, fd_set* r, fd_set* w, fd_set* e,
+                   const timespec* timeout, const sigset_t* mask) {
+  return ::pselect(n, r, w, e, timeout, mask);
 }
 
 }  // namespace uepoll::impl::sys

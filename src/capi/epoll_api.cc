@@ -7,10 +7,10 @@
 
 #include <uepoll/uepoll.h>
 
+#include "base/sys.h"
 #include "capi/errors.h"
 #include "core/fd_table.h"
 #include "epoll/eventpoll.h"
-#include "base/sys.h"
 
 using uepoll::impl::Deadline;
 using uepoll::impl::kNotUepoll;

@@ -23,10 +23,12 @@
 
 #include "base/alloc.h"
 #include "base/parker.h"
-#include "capi/errors.h"
-#include "core/fd_table.h"
-#include "kernel/bridge.h"
 #include "base/sys.h"
+#include "capi/errors.h"
+#include "capi/poll_core.h"
+#include "core/fd_table.h"
+#include "core/io_iter.h"
+#include "kernel/bridge.h"
 
 namespace uepoll::impl {
 namespace {
@@ -130,14 +132,15 @@ rlim_t NofileSoftLimit() {
 // at any time, so it cannot be cached. RLIM_INFINITY is never below an
 // unsigned int. uepoll's own descriptor limit plays no part, as in the
 // kernel.
+}  // namespace
+
 int CheckNfds(nfds_t n) {
   if (n == 0) return 0;
   return n > NofileSoftLimit() ? -EINVAL : 0;
 }
 
-int Poll(pollfd* fds, nfds_t n, const Deadline& deadline,
-         const timespec* timeout, const sigset_t* mask) {
-  if (int err = CheckNfds(n)) return err;
+int PollFds(pollfd* fds, nfds_t n, const Deadline& deadline,
+            const timespec* timeout, const sigset_t* mask) {
   if (n && !fds) return -EFAULT;
   bool any_uepoll = false;
   for (nfds_t i = 0; i < n && !any_uepoll; ++i) {
@@ -230,6 +233,20 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline,
   }
 }
 
+namespace {
+
+int Poll(pollfd* fds, nfds_t n, const Deadline& deadline,
+         const timespec* timeout, const sigset_t* mask) {
+  if (int err = CheckNfds(n)) return err;
+  return PollFds(fds, n, deadline, timeout, mask);
+}
+
+// A relative timespec as ppoll and pselect take it: EINVAL unless
+// tv_sec >= 0 and 0 <= tv_nsec < 1e9 (poll_select_set_timeout).
+bool ValidTimespec(const timespec& ts) {
+  return ts.tv_sec >= 0 && ts.tv_nsec >= 0 && ts.tv_nsec < 1000000000;
+}
+
 }  // namespace
 }  // namespace uepoll::impl
 
@@ -246,4 +263,26 @@ extern "C" int uepoll_poll(struct pollfd* fds, nfds_t nfds, int timeout) {
   }
   return uepoll::impl::ToErrno(uepoll::impl::Poll(
       fds, n, uepoll::impl::Deadline::FromMillis(timeout), tsp, nullptr));
+}
+
+// ppoll through libc: the timeout is read, never written back (glibc
+// passes the kernel a copy); then the mask, installed for the sleep only.
+extern "C" int uepoll_ppoll(struct pollfd* fds, nfds_t nfds,
+                            const struct timespec* tmo_p,
+                            const sigset_t* sigmask) {
+  using uepoll::impl::Deadline;
+  Deadline deadline = Deadline::Infinite();
+  if (tmo_p) {
+    if (uepoll::impl::UserFault(tmo_p)) return uepoll::impl::ToErrno(-EFAULT);
+    if (!uepoll::impl::ValidTimespec(*tmo_p)) {
+      return uepoll::impl::ToErrno(-EINVAL);
+    }
+    deadline = Deadline::FromTimespec(*tmo_p);
+  }
+  if (sigmask && uepoll::impl::UserFault(sigmask)) {
+    return uepoll::impl::ToErrno(-EFAULT);
+  }
+  nfds_t n = static_cast<unsigned int>(nfds);
+  return uepoll::impl::ToErrno(
+      uepoll::impl::Poll(fds, n, deadline, tmo_p, sigmask));
 }
