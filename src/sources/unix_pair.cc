@@ -176,8 +176,13 @@ void UnixPair::Release(int me) {
     // next sends (ECONNREFUSED, unix_dgram_sendmsg).
     if (!other.dead && type_ != SOCK_DGRAM) {
       other.shutdown = kShutdownMask;  // no more writes
-      // Unread data the peer sent us: the connection was reset.
-      if (!s.rcv.empty()) other.err = ECONNRESET;
+      // Unread data the peer sent us: the connection was reset. A first
+      // message with nothing left in it (a zero-length seqpacket message)
+      // does not count by itself, as the kernel skips an empty head skb
+      // (CONFIG_AF_UNIX_OOB); a stream skb in a queue always has bytes.
+      Skb* unread = s.rcv.front();
+      if (unread && unread->consumed == unread->len) unread = unread->next;
+      if (unread) other.err = ECONNRESET;
       notify_peer = true;
     }
     wake_writer = PurgeLocked(me, purge);

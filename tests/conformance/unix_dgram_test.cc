@@ -239,6 +239,41 @@ TEST_P(UnixDgram, peer_close__seqpacket_pending_error_beats_send) {
   EXPECT_ERRNO(B().send(sv[0], "x", 1, 0), EPIPE);
 }
 
+// unix_release_sock skips an empty first message: a lone zero-length
+// message left unread is no reset, one behind it (empty or not) is. Found
+// by the differential fuzzer (a seqpacket write of 0 bytes, then close).
+TEST_P(UnixDgram, peer_close__lone_empty_message_is_no_reset) {
+  struct Case {
+    const char* first;
+    const char* second;  // nullptr: one message only
+    bool reset;
+  };
+  for (const Case& c : {Case{"", nullptr, false}, Case{"", "", true},
+                        Case{"", "a", true}, Case{"a", "", true}}) {
+    SCOPED_TRACE(std::string("[") + c.first + "]" +
+                 (c.second ? std::string("[") + c.second + "]" : ""));
+    int sv[2];
+    Pair(sv, SOCK_SEQPACKET, SOCK_NONBLOCK);
+    ASSERT_EQ(B().send(sv[1], c.first, std::strlen(c.first), 0),
+              static_cast<ssize_t>(std::strlen(c.first)));
+    if (c.second) {
+      ASSERT_EQ(B().send(sv[1], c.second, std::strlen(c.second), 0),
+                static_cast<ssize_t>(std::strlen(c.second)));
+    }
+    ASSERT_EQ(Close(sv[0]), 0);
+    uint32_t err = c.reset ? POLLERR : 0;
+    EXPECT_EQ(PollMask(sv[1]),
+              kOut | POLLHUP | POLLIN | POLLRDNORM | POLLRDHUP | err);
+    char buf[4];
+    if (c.reset) {
+      EXPECT_ERRNO(B().recv(sv[1], buf, sizeof buf, 0), ECONNRESET);
+    } else {
+      EXPECT_EQ(B().recv(sv[1], buf, sizeof buf, 0), 0);  // EOF
+    }
+    ASSERT_EQ(Close(sv[1]), 0);
+  }
+}
+
 // shutdown(sv[0], how): seqpacket mirrors it on the peer like a stream,
 // a datagram pair does not. Each row: sv[0]'s mask, sv[1]'s mask, whether
 // each side may still send, what a nonblocking receive on each gives.
