@@ -119,10 +119,14 @@ Op Session::Generate(Chooser& ch) const {
       break;
     case K::kSocketpair: {
       op.a = AF_UNIX;
-      op.b = SOCK_STREAM | SOCK_NONBLOCK | (ch.OneIn(4) ? SOCK_CLOEXEC : 0);
+      {
+        static const int64_t kTypes[] = {SOCK_STREAM, SOCK_STREAM, SOCK_DGRAM,
+                                         SOCK_SEQPACKET};
+        op.b = kTypes[ch.Below(4)] | SOCK_NONBLOCK |
+               (ch.OneIn(4) ? SOCK_CLOEXEC : 0);
+      }
       op.c = 0;
-      // Invalid arguments (never SOCK_DGRAM/SEQPACKET/RAW: unsupported by
-      // uepoll, a documented deviation).
+      // Invalid arguments.
       switch (ch.Below(60)) {
         case 0:
           op.a = AF_INET;
@@ -293,8 +297,15 @@ Op Session::Generate(Chooser& ch) const {
     case K::kFcntl: {
       op.h[0] = PickHandle(ch, -1);
       static const int64_t kCmds[] = {
-          F_GETFL, F_SETFL, F_GETFD, F_SETFD, F_DUPFD, F_DUPFD_CLOEXEC, 9999};
-      op.a = kCmds[ch.Below(7)];
+          F_GETFL,         F_SETFL,      F_GETFD,      F_SETFD, F_DUPFD,
+          F_DUPFD_CLOEXEC, F_GETPIPE_SZ, F_SETPIPE_SZ, 9999};
+      op.a = kCmds[ch.Below(9)];
+      if (op.a == F_SETPIPE_SZ) {
+        // Shrinking below the content (EBUSY), rounding, the smallest size.
+        static const int64_t kSizes[] = {0,    1,     4096,   5000,
+                                         8192, 65536, 1 << 20};
+        op.b = kSizes[ch.Below(7)];
+      }
       if (op.a == F_SETFL) op.b = ch.OneIn(3) ? O_DIRECT : 0;
       if (op.a == F_SETFD) op.b = ch.Below(2);
       if (op.a == F_DUPFD || op.a == F_DUPFD_CLOEXEC) {
