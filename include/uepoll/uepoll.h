@@ -92,6 +92,29 @@ UEPOLL_API int uepoll_epoll_pwait2(int epfd, struct epoll_event *events,
                                    const struct timespec *timeout,
                                    const sigset_t *sigmask);
 
+/* Watchable instances (uepoll extension): an instance whose own number the
+ * kernel's epoll, poll() and select() - and so any event loop: libuv, Asio,
+ * libevent, libev, a loop of the application's own - can watch. The number
+ * is then readable (EPOLLIN, POLLIN, the select read set) exactly while the
+ * instance has events to report, as the kernel's rule for an epoll
+ * descriptor: level-triggered watchers see it readable until a harvest
+ * empties the instance, edge-triggered ones get an edge at every transition
+ * to ready; nested instances and kernel descriptors inside propagate to it.
+ * When the loop reports it readable, harvest it with uepoll_epoll_wait (a
+ * zero timeout). Cost: a watchable instance makes one syscall when its
+ * ready list goes from empty to non-empty and one when a harvest empties
+ * it; never one per event. Instances that are not watchable pay nothing.
+ *
+ * uepoll_epoll_make_watchable makes an instance watchable (0, or -1 with
+ * errno EBADF, EINVAL (not an instance), EMFILE/ENOMEM, EPERM in the
+ * disjoint numbering). (A call rather than a flag of uepoll_epoll_create1:
+ * every flag bit other than EPOLL_CLOEXEC must stay EINVAL there, as on
+ * Linux.) uepoll_epoll_ctl(kernel_epfd, ADD, fd) and
+ * libc's epoll_ctl accept a watchable instance's number. Wakeup loops
+ * through kernel epoll instances are refused ELOOP where the kernel or
+ * uepoll can see the cycle (docs/semantics.md says where neither can). */
+UEPOLL_API int uepoll_epoll_make_watchable(int epfd);
+
 /* min_wait batching and per-instance parameters (uepoll extensions).
  *
  * uepoll_epoll_pwait3 is epoll_pwait2 with its arguments in a struct, so

@@ -91,6 +91,10 @@ int uepoll_epoll_create1(int flags) {
   return ToErrno(uepoll::impl::EpollCreate(flags));
 }
 
+int uepoll_epoll_make_watchable(int epfd) {
+  return ToErrno(uepoll::impl::EpollMakeWatchable(epfd));
+}
+
 int uepoll_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event) {
   int r = uepoll::impl::EpollCtl(epfd, op, fd, event);
   if (r == kNotUepoll) return sys::EpollCtl(epfd, op, fd, event);

@@ -28,6 +28,7 @@
 #include "capi/poll_core.h"
 #include "core/fd_table.h"
 #include "core/io_iter.h"
+#include "epoll/eventpoll.h"
 #include "kernel/bridge.h"
 
 namespace uepoll::impl {
@@ -71,40 +72,45 @@ class Array {
   T* p_;
 };
 
-// Scratch for a pass: the array's kernel descriptors and where they came
-// from.
-struct KernelPart {
-  pollfd* fds;
-  nfds_t* from;
-};
-
-// One pass: fills revents, returns how many are nonzero. Each pass looks
-// the descriptors up again, as the kernel's do_poll does: one closed while
-// we slept reports POLLNVAL.
-int PollOnce(pollfd* fds, nfds_t n, KernelPart kp) {
+// One pass: fills revents, returns how many are nonzero (or -errno). Each
+// pass looks the descriptors up again, as the kernel's do_poll does: one
+// closed while we slept reports POLLNVAL. Kernel descriptors are asked in
+// batches, one ppoll with a zero timeout each, from a stack array: a poll
+// that need not sleep allocates nothing.
+int PollOnce(pollfd* fds, nfds_t n) {
+  constexpr nfds_t kBatch = 16;
+  pollfd kp[kBatch];
+  nfds_t from[kBatch];
   nfds_t nk = 0;
   int count = 0;
+  auto flush = [&]() -> int {
+    if (nk == 0) return 0;
+    timespec zero{0, 0};
+    if (sys::Ppoll(kp, nk, &zero, nullptr) < 0) return -errno;
+    for (nfds_t j = 0; j < nk; ++j) {
+      fds[from[j]].revents = kp[j].revents;
+      if (kp[j].revents) ++count;
+    }
+    nk = 0;
+    return 0;
+  };
   for (nfds_t i = 0; i < n; ++i) {
     fds[i].revents = 0;
     if (fds[i].fd < 0) continue;
     FileRef ref = FdTable::Get().Lookup(fds[i].fd);
     if (!ref) {
-      kp.fds[nk] = pollfd{fds[i].fd, fds[i].events, 0};
-      kp.from[nk++] = i;
+      kp[nk] = pollfd{fds[i].fd, fds[i].events, 0};
+      from[nk++] = i;
+      if (nk == kBatch) {
+        if (int r = flush()) return r;
+      }
       continue;
     }
     uint32_t want = static_cast<uint16_t>(fds[i].events) | EPOLLERR | EPOLLHUP;
     fds[i].revents = static_cast<short>(ref->Poll(0) & want);
     if (fds[i].revents) ++count;
   }
-  if (nk) {
-    timespec zero{0, 0};
-    if (sys::Ppoll(kp.fds, nk, &zero, nullptr) < 0) return -errno;
-    for (nfds_t j = 0; j < nk; ++j) {
-      fds[kp.from[j]].revents = kp.fds[j].revents;
-      if (kp.fds[j].revents) ++count;
-    }
-  }
+  if (int r = flush()) return r;
   return count;
 }
 
@@ -125,6 +131,8 @@ rlim_t NofileSoftLimit() {
   return RLIM_INFINITY;
 }
 
+}  // namespace
+
 // do_sys_poll's check of nfds: EINVAL above RLIMIT_NOFILE's soft limit
 // (issue 15, bug 9), before anything else. The limit is read on every call
 // with nfds > 0: it may be as low as 0, so no nfds >= 1 is safe without
@@ -132,8 +140,6 @@ rlim_t NofileSoftLimit() {
 // at any time, so it cannot be cached. RLIM_INFINITY is never below an
 // unsigned int. uepoll's own descriptor limit plays no part, as in the
 // kernel.
-}  // namespace
-
 int CheckNfds(nfds_t n) {
   if (n == 0) return 0;
   return n > NofileSoftLimit() ? -EINVAL : 0;
@@ -150,11 +156,7 @@ int PollFds(pollfd* fds, nfds_t n, const Deadline& deadline,
     int r = sys::Ppoll(fds, n, timeout, mask);
     return r < 0 ? -errno : r;
   }
-  Array<pollfd> kfds(n);
-  Array<nfds_t> kfrom(n);
-  if (!kfds.ok() || !kfrom.ok()) return -ENOMEM;
-  KernelPart kp{kfds.get(), kfrom.get()};
-  int count = PollOnce(fds, n, kp);
+  int count = PollOnce(fds, n);
   if (count || deadline.is_zero()) return count;
 
   // The objects whose queues we sleep on, held for the whole wait, and the
@@ -163,7 +165,11 @@ int PollFds(pollfd* fds, nfds_t n, const Deadline& deadline,
   // each: an instance's kernel half, and the bridge once).
   Array<FileRef> files(n);
   Array<pollfd> sleep_set(1 + 3 * n + 1);
-  if (!files.ok() || !sleep_set.ok()) return -ENOMEM;
+  // The array index of the uepoll object each sleep_set entry came from,
+  // or -1 (the parker's, an array entry's own kernel descriptor).
+  Array<long> sleep_owner(1 + 3 * n + 1);
+  if (!files.ok() || !sleep_set.ok() || !sleep_owner.ok()) return -ENOMEM;
+  sleep_owner[0] = -1;
   nfds_t ns = 1;
   bool bridge = false;
   int bridge_fd = Bridge::Fd();
@@ -183,6 +189,7 @@ int PollFds(pollfd* fds, nfds_t n, const Deadline& deadline,
         bridge = true;
       }
       short events = files[i] ? short{POLLIN} : fds[i].events;
+      sleep_owner[ns] = files[i] ? static_cast<long>(i) : -1;
       sleep_set[ns++] = pollfd{extra[j], events, 0};
     }
   }
@@ -212,7 +219,7 @@ int PollFds(pollfd* fds, nfds_t n, const Deadline& deadline,
       entries[i].queue = &files[i]->PollQueue();
       entries[i].queue->Add(&entries[i].entry);
     }
-    count = PollOnce(fds, n, kp);
+    count = PollOnce(fds, n);
     Parker::Result r = Parker::kWoken;
     if (!count) {
       r = parker->Park(deadline, mask, ns > 1 ? sleep_set.get() : nullptr, ns);
@@ -223,10 +230,17 @@ int PollFds(pollfd* fds, nfds_t n, const Deadline& deadline,
       for (nfds_t i = 1; i < ns; ++i) {
         if (bridge && sleep_set[i].fd == bridge_fd && sleep_set[i].revents) {
           Bridge::Reap();
+        } else if ((sleep_set[i].revents & POLLNVAL) && sleep_owner[i] >= 0) {
+          // An instance's kernel half, closed with libc close(): sleeping
+          // on it again would end at once (epoll/kernel_half.cc).
+          File* f = files[static_cast<nfds_t>(sleep_owner[i])].get();
+          if (f->is_epoll()) {
+            static_cast<Eventpoll*>(f)->KernelNumberLost(sleep_set[i].fd);
+          }
         }
       }
     }
-    count = PollOnce(fds, n, kp);
+    count = PollOnce(fds, n);
     if (count) return count;
     if (r & Parker::kInterrupted) return -EINTR;
     if ((r & Parker::kTimedOut) || deadline.Expired()) return 0;

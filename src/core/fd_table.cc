@@ -400,7 +400,11 @@ int FdTable::Dup(int oldfd, int minfd, bool cloexec) {
       return fd >= kCapacity ? -EMFILE : -ENOMEM;
     }
     f->set_many_numbers();
-    File* file = f.release();  // the new slot's reference
+    // The new slot's reference. Ours (f) is kept until NumberAdded has
+    // returned: once published, the number can be closed by another
+    // thread, and the slot's reference dropped with it.
+    File* file = f.get();
+    file->Ref();
     Publish(fd, file, cloexec);
     Live::Inc(Live::descriptors);
     file->NumberAdded(fd, oldfd);
@@ -485,6 +489,7 @@ int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
     }
   }
   f->set_many_numbers();
+  f->Ref();  // the slot's reference
   BorrowRecord* old_owner = c->owners[i].load(std::memory_order_relaxed);
   c->owners[i].store(MyBorrowRecord(), std::memory_order_relaxed);
   uint64_t cur = s->load(std::memory_order_relaxed);
@@ -497,9 +502,10 @@ int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
       std::memory_order_seq_cst, std::memory_order_relaxed)) {
   }
   w = cur;
-  File* file = f.release();  // the slot's reference now
+  File* file = f.get();
   File* old = FileOf(w);
   if (!old) Live::Inc(Live::descriptors);
+  // f's reference is kept until NumberAdded has returned (see Dup).
   file->NumberAdded(newfd, oldfd);
   if (!old) return newfd;
   // Wait out the old file's users before dropping the slot's reference to
@@ -563,6 +569,13 @@ void FdTable::ForgetOrphan(int fd) {
 // taking its bit: if a number below its starting point was freed since, it
 // gives its bit back and starts over, so the number it returns was the
 // lowest free one at some instant of the call (issue 15, bug 7).
+//
+// A free at or above the starting point does not lower the hint, and the
+// scan may already have passed it: after raising the hint over [h, cand),
+// the allocation looks at those bits again and lowers the hint to any that
+// came free. The free clears its bit, then reads the hint; the allocation
+// raises the hint, then reads the bits (all seq_cst): whichever comes
+// second sees the other's write, so no freed number is left below the hint.
 long FdTable::Reserve(long min_idx) {
   long lim = limit();
   for (;;) {
@@ -599,23 +612,54 @@ long FdTable::Reserve(long min_idx) {
       continue;
     }
     long expect = h;
-    hint_.compare_exchange_strong(expect, cand + 1, std::memory_order_acq_rel,
-                                  std::memory_order_relaxed);
+    // seq_cst: pairs with Unreserve's bit clear and hint load (above).
+    if (hint_.compare_exchange_strong(expect, cand + 1,
+                                      std::memory_order_seq_cst,
+                                      std::memory_order_relaxed) &&
+        cand > h) {
+      long hole = FirstFree(h, cand);
+      if (hole >= 0) LowerHint(hole);
+    }
     return cand;
+  }
+}
+
+long FdTable::FirstFree(long lo, long hi) {
+  for (long idx = lo; idx < hi;) {
+    Chunk* c = GetChunk(idx, false);
+    long base =
+        (idx & ~long{kChunkSize - 1}) + ((idx & (kChunkSize - 1)) >> 6) * 64;
+    if (!c) return idx;  // never allocated: all free
+    // seq_cst: pairs with Unreserve (see Reserve).
+    uint64_t bits = c->bitmap[(idx & (kChunkSize - 1)) >> 6].load(
+        std::memory_order_seq_cst);
+    uint64_t mask =
+        idx > base ? ~((uint64_t{1} << (idx - base)) - 1) : ~uint64_t{0};
+    if (uint64_t free_bits = ~bits & mask) {
+      long f = base + __builtin_ctzll(free_bits);
+      return f < hi ? f : -1;
+    }
+    idx = base + 64;
+  }
+  return -1;
+}
+
+void FdTable::LowerHint(long idx) {
+  long h = hint_.load(std::memory_order_seq_cst);
+  while (idx < h &&
+         !hint_.compare_exchange_weak(h, idx, std::memory_order_seq_cst,
+                                      std::memory_order_seq_cst)) {
   }
 }
 
 void FdTable::Unreserve(long idx) {
   Chunk* c = GetChunk(idx, false);
   long i = idx & (kChunkSize - 1);
-  // Release: the bit is clear before the hint says so (Reserve's acquire).
+  // seq_cst: the bit is clear before the hint is read, against an
+  // allocation that raises the hint and then reads the bits (Reserve).
   c->bitmap[i >> 6].fetch_and(~(uint64_t{1} << (i & 63)),
-                              std::memory_order_release);
-  long h = hint_.load(std::memory_order_relaxed);
-  while (idx < h &&
-         !hint_.compare_exchange_weak(h, idx, std::memory_order_acq_rel,
-                                      std::memory_order_relaxed)) {
-  }
+                              std::memory_order_seq_cst);
+  LowerHint(idx);
 }
 
 long FdTable::SetLimit(long limit) {

@@ -215,6 +215,10 @@ class FdTable {
   // -2 out of memory.
   long Reserve(long min_idx);
   void Unreserve(long idx);
+  // The first free index in [lo, hi), or -1 (kDisjoint).
+  long FirstFree(long lo, long hi);
+  // Lowers the hint to idx if it is above (kDisjoint).
+  void LowerHint(long idx);
   int DupToFree(int oldfd, File* f, int minfd, bool cloexec);
 
   std::atomic<Chunk*> chunks_[kMaxChunks] = {};

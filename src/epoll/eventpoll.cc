@@ -4,15 +4,16 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sys/eventfd.h>
 
 #include <new>
 
 #include <uepoll/uepoll.h>
 
+#include "base/sys.h"
 #include "core/fd_table.h"
 #include "epoll/nesting.h"
 #include "kernel/bridge.h"
-#include "base/sys.h"
 
 namespace uepoll::impl {
 namespace {
@@ -60,6 +61,7 @@ int EpItemWake(WaitEntry* wait, uint32_t key) {
   }
   int ewake = 0;
   bool pwake = false;
+  bool first_ready = false;  // the ready list went from empty to not
   {
     MutexLock l(ep->lock_);
     if (ep->ovflist_ != kOvfUnactive) {
@@ -69,6 +71,7 @@ int EpItemWake(WaitEntry* wait, uint32_t key) {
         ep->ovflist_ = epi;
       }
     } else if (!epi->rdllink.linked()) {
+      first_ready = ep->rdllist_.empty();
       ep->rdllist_.PushBack(&epi->rdllink);
       ++ep->nready_;
       epi->queued.store(true, std::memory_order_relaxed);
@@ -92,6 +95,8 @@ int EpItemWake(WaitEntry* wait, uint32_t key) {
     }
     pwake = ep->poll_wait_.Active();
   }
+  // A watchable instance's kernel face becomes readable (watchable.cc).
+  if (first_ready && ep->watchable()) ep->SyncMirror();
   // Watchers of this instance (parents, poll()) are woken outside lock_.
   if (pwake) ep->poll_wait_.WakeUp(EPOLLIN, 1);
   if (!(events & EPOLLEXCLUSIVE)) ewake = 1;
@@ -118,14 +123,20 @@ void Eventpoll::WakeOneLocked() {
 }
 
 bool Eventpoll::LinkReady(EpItem* epi) {
-  MutexLock l(lock_);
-  if (epi->rdllink.linked()) return false;
-  rdllist_.PushBack(&epi->rdllink);
-  ++nready_;
-  epi->queued.store(true, std::memory_order_relaxed);
-  SyncAvail();
-  WakeOneLocked();
-  return poll_wait_.Active();
+  bool first_ready, pwake;
+  {
+    MutexLock l(lock_);
+    if (epi->rdllink.linked()) return false;
+    first_ready = rdllist_.empty();
+    rdllist_.PushBack(&epi->rdllink);
+    ++nready_;
+    epi->queued.store(true, std::memory_order_relaxed);
+    SyncAvail();
+    WakeOneLocked();
+    pwake = poll_wait_.Active();
+  }
+  if (first_ready && watchable()) SyncMirror();
+  return pwake;
 }
 
 int Eventpoll::Insert(EpItem* epi, const epoll_event& ev, File* tfile, int fd) {
@@ -400,6 +411,13 @@ int EpollCreate(int flags) {
   return fd;
 }
 
+int EpollMakeWatchable(int epfd) {
+  FileBorrow f = FdTable::Get().Borrow(epfd);
+  if (!f) return -EBADF;
+  if (!f->is_epoll()) return -EINVAL;
+  return static_cast<Eventpoll*>(f.get())->MakeWatchable(epfd);
+}
+
 int EpollCtl(int epfd, int op, int fd, const epoll_event* event) {
   FdTable& t = FdTable::Get();
   // Borrows: ctl never sleeps but on mutexes, so closers wait briefly.
@@ -409,13 +427,28 @@ int EpollCtl(int epfd, int op, int fd, const epoll_event* event) {
     // which no kernel instance can watch (its kernel file is a placeholder,
     // or the kernel half of an instance, which alone would misreport it).
     if (t.IsOpen(fd)) {
+      // A watchable instance's number is a kernel epoll that reports
+      // exactly its readiness (watchable.cc): the kernel's call.
+      FileRef tf = t.Lookup(fd);
+      if (tf && tf->is_epoll() &&
+          static_cast<Eventpoll*>(tf.get())->watchable()) {
+        return kNotUepoll;
+      }
       if (op != EPOLL_CTL_DEL && !event) return -EFAULT;
-      // epfd must be a kernel descriptor the kernel could use as one: not
-      // closed, not a placeholder (O_PATH: the kernel's fdget refuses it),
-      // not a uepoll number in the middle of its close.
+      // The kernel's checks before that: epfd is open (EBADF) and a file
+      // the kernel could use as an instance: not a placeholder (O_PATH: the
+      // kernel's fdget refuses it), not a uepoll number in the middle of
+      // its close; then it is an instance (EINVAL), which a DEL of a fresh
+      // eventfd answers without changing anything (ENOENT from an
+      // instance).
       int fl = sys::Fcntl(epfd, F_GETFL, 0);
       if (fl < 0 || (fl & O_PATH) || t.Changing(epfd)) return -EBADF;
-      return -EPERM;
+      int probe = sys::Eventfd(0, EFD_CLOEXEC);
+      if (probe < 0) return -EPERM;
+      int r =
+          sys::EpollCtl(epfd, EPOLL_CTL_DEL, probe, nullptr) == 0 ? 0 : -errno;
+      sys::Close(probe);
+      return r == -EBADF || r == -EINVAL ? r : -EPERM;
     }
     return kNotUepoll;
   }

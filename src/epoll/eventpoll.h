@@ -155,6 +155,12 @@ class Eventpoll final : public File {
   void NumberAdded(int newfd, int oldfd) override;
   void NumberRemoved(int fd) override;
   int KernelSleepFds(int out[2]) override;
+
+  // --- watchable instances (watchable.cc) ---
+  // Makes the instance's own numbers readable by the kernel (epoll, poll,
+  // select) exactly while it has events to report. 0 or -errno.
+  int MakeWatchable(int epfd);
+  bool watchable() const { return watchable_.load(std::memory_order_acquire); }
   // After a nested ADD of `child` into this instance (NestingLock() held):
   // if the child or something below it has a kernel half, register it
   // with the bridge and mark this instance and those above.
@@ -183,6 +189,9 @@ class Eventpoll final : public File {
   bool RemoveLocked(EpItem* epi, bool force) REQUIRES(mtx_);
 
   int SendEvents(epoll_event* events, int maxevents) EXCLUDES(mtx_);
+  // Drops the queued items that are no longer ready (consuming nothing);
+  // returns how many remain.
+  int PruneIdle() EXCLUDES(mtx_, lock_);
   // SendEvents' uepoll half.
   int SendUepollEvents(epoll_event* events, int maxevents) EXCLUDES(mtx_);
   // Up to maxevents events of the kernel half (0 if it has none).
@@ -191,12 +200,26 @@ class Eventpoll final : public File {
   bool KernelReady();
   // Registers the kernel half with the bridge (once).
   void RegisterWithBridge();
+  // Brings the mirror in line with the uepoll half's readiness now (arm:
+  // events to report, disarm: none). Takes mirror_mu_, then lock_.
+  void SyncMirror() EXCLUDES(lock_);
+  // Closes the mirror while kfd (the last number) still names the kernel
+  // epoll that validates it.
+  void DropMirror(int kfd);
+  // Whether a kernel event is the mirror's (filtered from harvests).
+  bool IsMirrorEvent(const epoll_event& e) const {
+    return watchable() && e.data.u64 == mirror_tag_;
+  }
   // Makes the kernel half (a kernel epoll at every number of the
   // instance); 0 or -errno.
   int MakeMixed(int epfd) REQUIRES(mtx_);
   // The kernel descriptors a sleeping waiter must watch too: kfds[1..),
   // returns the count including kfds[0] (1 when there are none).
   nfds_t SleepSet(pollfd kfds[3]) const;
+  // Reaps the bridge if an instance below this one has a kernel half
+  // (kernel_below_), so that its events are queued here before a harvest
+  // or poll looks. No lock held.
+  void ReapBelow();
   // After a sleep on SleepSet's descriptors: reaps the bridge if it was
   // ready.
   void AfterKernelSleep(const pollfd* kfds, nfds_t nk);
@@ -213,6 +236,16 @@ class Eventpoll final : public File {
   // Makes knum_ name fd if it names nothing and fd still names this
   // instance.
   void AdoptNumber(int fd);
+  // Another number of this instance that still holds a kernel file, or -1.
+  int OtherKernelNumber(int fd) REQUIRES(kmu_);
+
+ public:
+  // The kernel reports knum_ == fd closed (EBADF, POLLNVAL): the
+  // application closed it with libc close(). Moves knum_ to another number
+  // of the instance, or -1. Not from inside KernelOp.
+  void KernelNumberLost(int fd);
+
+ private:
   // Registers the kernel half with the bridge and marks the instances
   // above; requires NestingLock().
   void BridgeUp();
@@ -284,6 +317,8 @@ class Eventpoll final : public File {
   // holds a kernel descriptor; then each of its numbers names a kernel
   // epoll instance that holds them (kernel_half.cc).
   std::atomic<bool> mixed_{false};
+  // A watchable instance (watchable.cc): set once, never cleared.
+  std::atomic<bool> watchable_{false};
   // Some instance below this one (or this one) has a kernel half that a
   // waiter here must hear about through the bridge (kernel/bridge.h).
   // Set under NestingLock(), never cleared.
@@ -309,6 +344,13 @@ class Eventpoll final : public File {
   // The bridge registration of the kernel half; written under NestingLock().
   std::atomic<int> bridge_handle_{-1};
   Mutex kmu_;  // serializes changes of knum_
+  // The mirror of a watchable instance: an eventfd whose count is 1 for
+  // ever, registered in the kernel half with data mirror_tag_ and events
+  // EPOLLIN while the uepoll half has events (armed), 0 otherwise.
+  Mutex mirror_mu_ ACQUIRED_BEFORE(lock_);
+  int mirror_fd_ GUARDED_BY(mirror_mu_) = -1;
+  bool mirror_armed_ GUARDED_BY(mirror_mu_) = false;
+  uint64_t mirror_tag_ = 0;  // written once, before watchable_ is set
 
   // Line 4: watchers of this instance: parent items, poll().
   alignas(kCacheLine) WaitQueue poll_wait_;
@@ -329,6 +371,7 @@ void EpollReleaseFile(File* file);
 
 // uepoll_epoll_create1 and the checks of uepoll_epoll_ctl / _wait.
 int EpollCreate(int flags);
+int EpollMakeWatchable(int epfd);
 int EpollCtl(int epfd, int op, int fd, const epoll_event* event);
 int EpollWait(int epfd, epoll_event* events, int maxevents,
               const WaitArgs& args);

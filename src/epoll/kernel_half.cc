@@ -30,11 +30,11 @@
 #include <fcntl.h>
 #include <sched.h>
 
+#include "base/sys.h"
 #include "core/fd_table.h"
 #include "epoll/eventpoll.h"
 #include "epoll/nesting.h"
 #include "kernel/bridge.h"
-#include "base/sys.h"
 
 namespace uepoll::impl {
 namespace {
@@ -105,20 +105,32 @@ void Eventpoll::NumberAdded(int newfd, int oldfd) {
   sys::Close(copy);
 }
 
+int Eventpoll::OtherKernelNumber(int fd) {
+  int other = -1;
+  if (maybe_many_numbers()) {
+    FdTable::Get().ForEachNumberOf(this, [&](int n) {
+      // A number the application closed with libc close() maps to this
+      // instance still (an orphan) but holds no kernel file: skip it.
+      if (n != fd && other < 0 && sys::Fcntl(n, F_GETFD, 0) >= 0) other = n;
+    });
+  }
+  return other;
+}
+
 void Eventpoll::NumberRemoved(int fd) {
   if (!mixed_.load(std::memory_order_seq_cst)) return;
+  bool last = false;
   {
     MutexLock l(kmu_);
     if (knum_.load(std::memory_order_relaxed) != fd) return;
-    int other = -1;
-    if (maybe_many_numbers()) {
-      FdTable::Get().ForEachNumberOf(this, [&](int n) {
-        if (n != fd && other < 0) other = n;
-      });
-    }
     // seq_cst, against KernelOp's increment of kops_ then load of knum_.
+    int other = OtherKernelNumber(fd);
     knum_.store(other, std::memory_order_seq_cst);
+    last = other < 0;
   }
+  // The last number: the kernel epoll closes with it, and with it the only
+  // way to check that the mirror's number is still ours.
+  if (last) DropMirror(fd);
   // Operations that read the old number finish before it is closed.
   for (int spins = 0; kops_.load(std::memory_order_seq_cst) != 0; ++spins) {
     if (spins < 64) {
@@ -127,6 +139,20 @@ void Eventpoll::NumberRemoved(int fd) {
       sched_yield();
     }
   }
+}
+
+void Eventpoll::KernelNumberLost(int fd) {
+  int saved = errno;  // OtherKernelNumber's probes may fail
+  // knum_ was closed behind uepoll's back (libc close() of an instance
+  // number): the kernel half lives on only through another number, if
+  // any. Without this, every operation would fail on the dead number and
+  // every sleep would end at once on its POLLNVAL (a spinning wait).
+  MutexLock l(kmu_);
+  if (knum_.load(std::memory_order_relaxed) != fd) return;
+  // seq_cst, against KernelOp's increment of kops_ then load of knum_. No
+  // wait for operations in flight: the number holds nothing of ours.
+  knum_.store(OtherKernelNumber(fd), std::memory_order_seq_cst);
+  errno = saved;
 }
 
 int Eventpoll::CtlKernel(int epfd, int op, int fd, epoll_event* ev) {
@@ -153,10 +179,21 @@ int Eventpoll::CtlKernel(int epfd, int op, int fd, epoll_event* ev) {
     // Waiters asleep without the kernel half in their sleep set.
     if (made) WakeAllToResleep();
   }
-  int r = KernelOp([&](int k) {
-    if (k < 0) return -EBADF;  // every number of the instance is closing
-    return sys::EpollCtl(k, op, fd, ev) == 0 ? 0 : -errno;
-  });
+  int r;
+  int saved = errno;  // the C API writes errno only on failure
+  for (int attempt = 0;; ++attempt) {
+    int lost = -1;
+    r = KernelOp([&](int k) {
+      if (k < 0) return -EBADF;  // every number of the instance is closing
+      if (sys::EpollCtl(k, op, fd, ev) == 0) return 0;
+      int err = errno;
+      if (err == EBADF && sys::Fcntl(k, F_GETFD, 0) < 0) lost = k;
+      return -err;
+    });
+    if (lost < 0 || attempt > 0) break;
+    KernelNumberLost(lost);
+  }
+  errno = saved;
   if (r == 0 && op == EPOLL_CTL_ADD && watched() &&
       bridge_handle_.load(std::memory_order_relaxed) < 0) {
     MutexLock n(NestingLock());
@@ -248,25 +285,55 @@ nfds_t Eventpoll::SleepSet(pollfd kfds[3]) const {
 }
 
 bool Eventpoll::KernelReady() {
-  return KernelOp([](int k) {
-    if (k < 0) return 0;
-    pollfd p{k, POLLIN, 0};
-    timespec zero{0, 0};
-    return sys::Ppoll(&p, 1, &zero, nullptr) > 0 && (p.revents & POLLIN) ? 1
-                                                                         : 0;
-  });
+  int saved = errno;
+  for (int attempt = 0;; ++attempt) {
+    int lost = -1;
+    int r = KernelOp([&](int k) {
+      if (k < 0) return 0;
+      pollfd p{k, POLLIN, 0};
+      timespec zero{0, 0};
+      if (sys::Ppoll(&p, 1, &zero, nullptr) <= 0) return 0;
+      if (p.revents & POLLNVAL) lost = k;
+      return (p.revents & POLLIN) ? 1 : 0;
+    });
+    if (lost < 0 || attempt > 0) {
+      errno = saved;
+      return r;
+    }
+    KernelNumberLost(lost);
+  }
 }
 
 int Eventpoll::SendKernelEvents(epoll_event* events, int maxevents) {
-  return KernelOp([&](int k) {
-    if (k < 0) return 0;
-    timespec zero{0, 0};
-    int n = sys::EpollPwait2(k, events, maxevents, &zero, nullptr);
-    if (n >= 0) return n;
-    // EFAULT as the kernel gives it (an event to copy, no buffer); anything
-    // else means the kernel half is gone (the application closed it).
-    return errno == EFAULT ? -EFAULT : 0;
-  });
+  int saved = errno;
+  for (int attempt = 0;; ++attempt) {
+    int lost = -1;
+    int r = KernelOp([&](int k) {
+      if (k < 0) return 0;
+      timespec zero{0, 0};
+      int n = sys::EpollPwait2(k, events, maxevents, &zero, nullptr);
+      if (n > 0 && watchable()) {
+        // The mirror is not an event of the application's (watchable.cc).
+        int kept = 0;
+        for (int i = 0; i < n; ++i) {
+          if (!IsMirrorEvent(events[i])) events[kept++] = events[i];
+        }
+        n = kept;
+      }
+      if (n >= 0) return n;
+      // EFAULT as the kernel gives it (an event to copy, no buffer);
+      // anything else means the number no longer holds the kernel half
+      // (the application closed it with libc close()).
+      if (errno == EFAULT) return -EFAULT;
+      lost = k;
+      return 0;
+    });
+    if (lost < 0 || attempt > 0) {
+      errno = saved;
+      return r;
+    }
+    KernelNumberLost(lost);
+  }
 }
 
 int Eventpoll::SendEvents(epoll_event* events, int maxevents) {

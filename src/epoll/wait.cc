@@ -128,10 +128,15 @@ int Eventpoll::SendUepollEvents(epoll_event* events,
     }
   }
   DoneScan(&txlist, ntx, &requeue, nrequeue);
+  // A watchable instance's kernel face follows what the harvest left.
+  if (watchable()) SyncMirror();
   return res;
 }
 
 uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
+  // poll() of this instance (depth 0, no lock held): a kernel half below
+  // reports through the bridge only when someone reaps it (ReapBelow).
+  if (depth == 0) ReapBelow();
   ListNode txlist, requeue;
   MutexLock m(mtx_);
   // Fast path: the first queued item is ready (the common case: an LT item
@@ -163,11 +168,35 @@ uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
     --ntx;
   }
   DoneScan(&txlist, ntx, &requeue, 0);
-  // The kernel half is asked only when the uepoll half has nothing.
+  // The kernel half is asked only when the uepoll half has nothing; the
+  // mirror of a watchable instance is disarmed first (it would answer for
+  // the uepoll half, stale).
+  if (!res && watchable()) SyncMirror();
   if (!res && mixed_.load(std::memory_order_acquire) && KernelReady()) {
     res = EPOLLIN | EPOLLRDNORM;
   }
   return res;
+}
+
+int Eventpoll::PruneIdle() NO_THREAD_SAFETY_ANALYSIS {
+  ListNode txlist, requeue;
+  MutexLock m(mtx_);
+  int ntx = StartScan(&txlist);
+  for (ListNode* n = txlist.next; n != &txlist;) {
+    EpItem* epi = UEPOLL_CONTAINER_OF(n, EpItem, rdllink);
+    n = n->next;
+    // Cleared before the poll, as in SendUepollEvents.
+    epi->queued.store(false, std::memory_order_seq_cst);
+    if (ItemPoll(epi, 1)) {
+      epi->queued.store(true, std::memory_order_relaxed);  // stays queued
+    } else {
+      epi->rdllink.Unlink();
+      --ntx;
+    }
+  }
+  DoneScan(&txlist, ntx, &requeue, 0);
+  MutexLock l(lock_);
+  return nready_;
 }
 
 EpollParams Eventpoll::params() const {
@@ -186,7 +215,16 @@ void Eventpoll::set_params(const EpollParams& p) {
   min_wait_ns_.store(p.min_wait_ns, std::memory_order_relaxed);
 }
 
+void Eventpoll::ReapBelow() {
+  // A kernel half's events reach the items watching its instance only when
+  // the bridge is reaped, which a sleeping waiter does when the bridge wakes
+  // it. A wait or poll that finds nothing queued would otherwise miss an
+  // event that arrived while nobody slept: turn them into wakeups first.
+  if (kernel_below_.load(std::memory_order_acquire)) Bridge::Reap();
+}
+
 int Eventpoll::Wait(epoll_event* events, int maxevents, const WaitArgs& args) {
+  ReapBelow();
   // Neither busy polling nor min_wait applies to a zero timeout.
   if (!args.deadline.is_zero()) {
     uint32_t busy_us = busy_poll_usecs_.load(std::memory_order_relaxed);
@@ -253,7 +291,13 @@ int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
       enough = nready_ + collected >= maxevents;
       if (!enough) QueueWaiterLocked(&w);
     }
-    if (enough) break;
+    if (enough) {
+      // Count only items that are ready now: an LT item an earlier harvest
+      // left queued may have gone idle since, and would end the phase
+      // early with fewer than maxevents events.
+      if (PruneIdle() + collected >= maxevents) break;
+      continue;
+    }
     pollfd kfds[3];
     nfds_t nk = watch_kernel ? SleepSet(kfds) : 1;
     WaiterGuard guard(this, &w);
@@ -281,6 +325,11 @@ int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
 }
 
 void Eventpoll::AfterKernelSleep(const pollfd* kfds, nfds_t nk) {
+  // Our kernel half's number reported closed: the application closed it
+  // with libc close(). Sleeping on it again would end at once, every time.
+  // (kfds[1] is the bridge when SleepSet found no kernel half: then it is
+  // not knum_, and this is a no-op.)
+  if (nk > 1 && (kfds[1].revents & POLLNVAL)) KernelNumberLost(kfds[1].fd);
   // The bridge was ready: turn its events into the uepoll wakeups they
   // stand for (kernel/bridge.h); ours may be among them.
   if (kernel_below_.load(std::memory_order_relaxed) && kfds[nk - 1].revents) {

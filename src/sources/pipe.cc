@@ -203,6 +203,9 @@ ssize_t PipeInode::Read(IoIter& to, bool nonblock) {
   ssize_t ret = 0;
   bool wake_writer = false;
   bool wake_next_reader = false;
+  // Drained pages are freed after mu_ is released, on every way out (a
+  // cancelled sleep included: the destructor). A resized ring may drain
+  // more than kPipeSlots pages, hence a chain rather than a PagePool.
   DrainedPages to_free;
   mu_.Lock();
   for (;;) {

@@ -102,36 +102,7 @@ Session::Session(bool skip_known) : skip_known_(skip_known) {
   live_descriptors_ = c.descriptors;
   live_instances_ = c.instances;
 
-  // Find K0: the lowest kernel number above which kFdSpan + 8 numbers are
-  // free; fill the holes below it so that the kernel allocates from K0.
-  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (devnull < 0) {
-    setup_error_ = "cannot open /dev/null";
-    return;
-  }
-  int k0 = devnull + 1;
-  for (int fd = k0; fd < k0 + kFdSpan + 8; ++fd) {
-    if (::fcntl(fd, F_GETFD) != -1) k0 = fd + 1;  // open: start above it
-  }
-  for (int fd = 0; fd < k0; ++fd) {
-    if (fd == devnull || ::fcntl(fd, F_GETFD) != -1) continue;
-    if (::dup2(devnull, fd) == fd) fillers_.push_back(fd);
-  }
-  fillers_.push_back(devnull);
-  k0_ = k0;
-  struct rlimit rl;
-  getrlimit(RLIMIT_NOFILE, &rl);
-  old_kernel_limit_ = static_cast<long>(rl.rlim_cur);
-  rl.rlim_cur = static_cast<rlim_t>(k0_ + kFdSpan);
-  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
-    setup_error_ = "setrlimit failed";
-    return;
-  }
-  old_uepoll_limit_ = uepoll_debug_set_fd_limit(kFdSpan);
-  if (old_uepoll_limit_ < 0) {
-    setup_error_ = "uepoll_debug_set_fd_limit failed";
-    return;
-  }
+  if (!numbering_.Setup(&setup_error_)) return;
   cur_.assign(kFdSpan + 8, -1);
   ok_ = true;
 }
@@ -140,19 +111,13 @@ Session::~Session() {
   if (!torn_down_) {
     // Kernel side first: sanitizer runtimes (UBSan's vptr check) need free
     // kernel descriptors for themselves while uepoll calls run.
-    for (int off = 0; off < kFdSpan; ++off) {
-      if (k0_ >= 0) ::close(k0_ + off);
+    if (ok_) {
+      for (int off = 0; off < kFdSpan; ++off) ::close(numbering_.Fd(true, off));
     }
-    for (int off = 0; off < kFdSpan; ++off) uepoll_close(UEPOLL_FD_BASE + off);
+    for (int off = 0; off < kFdSpan; ++off)
+      uepoll_close(numbering_.Fd(false, off));
   }
-  if (old_uepoll_limit_ > 0) uepoll_debug_set_fd_limit(old_uepoll_limit_);
-  if (old_kernel_limit_ > 0) {
-    struct rlimit rl;
-    getrlimit(RLIMIT_NOFILE, &rl);
-    rl.rlim_cur = static_cast<rlim_t>(old_kernel_limit_);
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-  for (int fd : fillers_) ::close(fd);
+  numbering_.Restore();
   struct sigaction old {};
   old.sa_handler = reinterpret_cast<void (*)(int)>(old_sigpipe_);
   sigaction(SIGPIPE, &old, nullptr);
@@ -170,7 +135,7 @@ Session::Fds Session::Resolve(int32_t h) const {
   } else {
     off = (kRawBase - h) % (kFdSpan + 8);
   }
-  return {k0_ + off, UEPOLL_FD_BASE + off};
+  return {numbering_.Fd(true, off), numbering_.Fd(false, off)};
 }
 
 void Session::Push(long off, K kind, int side) {
@@ -184,7 +149,6 @@ void Session::Push(long off, K kind, int side) {
 Outcome Session::Exec(bool kernel, const Op& op, Fds f[4]) {
   const Backend& b =
       kernel ? uepoll_test::KernelBackend() : uepoll_test::UepollBackend();
-  const long base = kernel ? k0_ : UEPOLL_FD_BASE;
   auto fd = [&](int i) { return kernel ? f[i].k : f[i].u; };
   unsigned char* buf = kernel ? g_kbuf : g_ubuf;
   Outcome o;
@@ -198,8 +162,8 @@ Outcome Session::Exec(bool kernel, const Op& op, Fds f[4]) {
       int p[2] = {-1, -1};
       o.ret = b.pipe2(p, static_cast<int>(op.b) | O_NONBLOCK);
       if (o.ret == 0) {
-        o.out.push_back(static_cast<uint64_t>(p[0] - base));
-        o.out.push_back(static_cast<uint64_t>(p[1] - base));
+        o.out.push_back(static_cast<uint64_t>(numbering_.Offset(kernel, p[0])));
+        o.out.push_back(static_cast<uint64_t>(numbering_.Offset(kernel, p[1])));
       }
       break;
     }
@@ -209,8 +173,10 @@ Outcome Session::Exec(bool kernel, const Op& op, Fds f[4]) {
                            static_cast<int>(op.b) | SOCK_NONBLOCK,
                            static_cast<int>(op.c), sv);
       if (o.ret == 0) {
-        o.out.push_back(static_cast<uint64_t>(sv[0] - base));
-        o.out.push_back(static_cast<uint64_t>(sv[1] - base));
+        o.out.push_back(
+            static_cast<uint64_t>(numbering_.Offset(kernel, sv[0])));
+        o.out.push_back(
+            static_cast<uint64_t>(numbering_.Offset(kernel, sv[1])));
       }
       break;
     }
@@ -262,7 +228,7 @@ Outcome Session::Exec(bool kernel, const Op& op, Fds f[4]) {
     case K::kPollAll: {
       struct pollfd p[kFdSpan];
       for (int i = 0; i < kFdSpan; ++i) {
-        p[i].fd = static_cast<int>(base) + i;
+        p[i].fd = numbering_.Fd(kernel, i);
         p[i].events = static_cast<short>(kPollAllMask);
         p[i].revents = 0;
       }
@@ -300,7 +266,9 @@ Outcome Session::Exec(bool kernel, const Op& op, Fds f[4]) {
     case K::kFcntl: {
       long arg = op.b;
       if (op.a == F_SETFL) arg |= O_NONBLOCK;
-      if ((op.a == F_DUPFD || op.a == F_DUPFD_CLOEXEC) && arg >= 0) arg += base;
+      if ((op.a == F_DUPFD || op.a == F_DUPFD_CLOEXEC) && arg >= 0) {
+        arg = numbering_.Fd(kernel, arg);
+      }
       o.ret = b.fcntl(fd(0), static_cast<int>(op.a), arg);
       break;
     }
@@ -316,7 +284,7 @@ Outcome Session::Exec(bool kernel, const Op& op, Fds f[4]) {
   } else if (e != kErrnoSentinel) {
     o.err = -e;  // success changed errno: a difference in itself
   }
-  if (o.ret >= 0 && ReturnsFd(op)) o.ret -= base;
+  if (o.ret >= 0 && ReturnsFd(op)) o.ret = numbering_.Offset(kernel, o.ret);
   return o;
 }
 
@@ -383,7 +351,7 @@ bool Session::Run(const Op& op, size_t index, Mismatch* m) {
       break;
     }
     case K::kClose: {
-      long off = f[0].k - k0_;
+      long off = numbering_.Offset(true, f[0].k);
       if (off >= 0 && off < kFdSpan) cur_[static_cast<size_t>(off)] = -1;
       break;
     }
@@ -400,12 +368,14 @@ bool Session::Teardown(size_t index, Mismatch* m) {
   Outcome kos[kFdSpan];
   for (int off = 0; off < kFdSpan; ++off) {
     Op op{K::kClose, {kRawBase - off, 0, 0, 0}, 0, 0, 0};
-    Fds f[4] = {{k0_ + off, UEPOLL_FD_BASE + off}, {}, {}, {}};
+    Fds f[4] = {
+        {numbering_.Fd(true, off), numbering_.Fd(false, off)}, {}, {}, {}};
     kos[off] = Exec(true, op, f);
   }
   for (int off = 0; off < kFdSpan; ++off) {
     Op op{K::kClose, {kRawBase - off, 0, 0, 0}, 0, 0, 0};
-    Fds f[4] = {{k0_ + off, UEPOLL_FD_BASE + off}, {}, {}, {}};
+    Fds f[4] = {
+        {numbering_.Fd(true, off), numbering_.Fd(false, off)}, {}, {}, {}};
     const Outcome& ko = kos[off];
     Outcome uo = Exec(false, op, f);
     if (ok && !(ko == uo)) {

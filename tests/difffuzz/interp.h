@@ -8,12 +8,9 @@
 // errno (also on success: it must be left untouched) and every output
 // (reported events in order, revents, bytes read, descriptor numbers).
 //
-// Descriptor numbers are made to line up: before a sequence runs, every free
-// kernel descriptor below a base K0 is filled with /dev/null and
-// RLIMIT_NOFILE is lowered to K0 + kFdSpan, while uepoll's limit becomes
-// kFdSpan. Both allocate lowest-first, so a handle's kernel number minus K0
-// equals its uepoll number minus UEPOLL_FD_BASE ("offset"), and EMFILE, dup2
-// past the limit and reuse of closed numbers happen on both at the same op.
+// Descriptor numbers are made to line up (numbering.h): a handle's number on
+// either side maps to the same offset, and EMFILE, dup2 past the limit and
+// reuse of closed numbers happen on both at the same op.
 //
 // Everything is non-blocking: the interpreter forces O_NONBLOCK on every
 // source it creates (and keeps it through F_SETFL), and waits and polls use
@@ -27,6 +24,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "difffuzz/numbering.h"
 
 namespace difffuzz {
 
@@ -180,10 +179,7 @@ class Session {
   bool torn_down_ = false;
   bool skip_known_ = false;
   bool KnownDifference(const Op& op) const;
-  int k0_ = -1;
-  long old_kernel_limit_ = -1;
-  long old_uepoll_limit_ = -1;
-  std::vector<int> fillers_;
+  Numbering numbering_{kFdSpan};
   long live_files_ = 0, live_items_ = 0, live_descriptors_ = 0,
        live_instances_ = 0;
   bool ok_ = false;

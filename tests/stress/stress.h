@@ -4,9 +4,14 @@
 // whichever comes first (UEPOLL_STRESS_SECONDS overrides the cap).
 //
 // A stress test must fail, never hang: every blocking wait has a timeout,
-// and every "until done" loop also checks the hard deadline.
+// and every "until done" loop also checks the hard deadline. Timeouts are
+// long (kLongWaitMs): a wait that reaches one is reported as a lost wakeup,
+// never retried, so that a lost wakeup fails the test instead of slowing it.
 #ifndef UEPOLL_TESTS_STRESS_STRESS_H_
 #define UEPOLL_TESTS_STRESS_STRESS_H_
+
+#include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -14,9 +19,29 @@
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <memory>
 #include <random>
+#include <string>
+#include <thread>
 
 namespace uepoll_test {
+
+// The timeout of every wait that some event must end: 20 s, far beyond any
+// scheduling delay, so reaching it means the event was lost.
+inline constexpr int kLongWaitMs = 20000;
+
+// Runs wait() and says whether it took kLongWaitMs or more: a lost wakeup
+// even when the wait then returned events (uepoll harvests what is ready
+// when its timeout ends, so a sleeper whose wakeup was lost returns late
+// with events instead of returning 0).
+template <class Wait>
+int TimedWait(Wait wait, bool* slept_through) {
+  auto start = std::chrono::steady_clock::now();
+  int n = wait();
+  *slept_through = std::chrono::steady_clock::now() - start >=
+                   std::chrono::milliseconds(kLongWaitMs);
+  return n;
+}
 
 inline uint64_t StressSeed(const char* test) {
   static const uint64_t seed = [] {
@@ -89,6 +114,126 @@ class ErrnoTally {
  private:
   std::atomic<long> bad_{0};
   std::atomic<int> errno_{0}, op_{0};
+};
+
+// Tokens for the delivery tests: each source holds at most one token at a
+// time, and the token's value is its sequence number on that source. A
+// producer writes a source only after a consumer took its previous token,
+// so a lost wakeup strands that token for good (no later write to the same
+// source can deliver it along with a newer one, as summed eventfd counts
+// would), and the test fails when it waits for every token to come back.
+// A token read twice, out of order, or read where none was in flight
+// shows as a wrong value or an empty read.
+class Tokens {
+ public:
+  explicit Tokens(int n)
+      : n_(n),
+        busy_(new std::atomic<bool>[static_cast<size_t>(n)]),
+        sent_(new std::atomic<uint64_t>[static_cast<size_t>(n)]) {
+    for (int i = 0; i < n; ++i) {
+      busy_[i].store(false);
+      sent_[i].store(0);
+    }
+  }
+  // Claims a source with no token in flight, searching from `hint`; -1 if
+  // every source has one.
+  int Claim(int hint) {
+    for (int k = 0; k < n_; ++k) {
+      int s = (hint + k) % n_;
+      if (!busy_[s].load(std::memory_order_relaxed) &&
+          !busy_[s].exchange(true, std::memory_order_acquire)) {
+        return s;
+      }
+    }
+    return -1;
+  }
+  // The claimed source's next token. Published before the write that
+  // carries it (release: the consumer's acquire load in Take sees it).
+  uint64_t Next(int s) {
+    uint64_t v = sent_[s].load(std::memory_order_relaxed) + 1;
+    sent_[s].store(v, std::memory_order_release);
+    total_.fetch_add(1, std::memory_order_relaxed);
+    return v;
+  }
+  // A consumer read v from source s: true if v is the token in flight;
+  // the source is then free again.
+  bool Take(int s, uint64_t v) {
+    if (!busy_[s].load(std::memory_order_acquire) ||
+        v != sent_[s].load(std::memory_order_acquire)) {
+      return false;
+    }
+    taken_.fetch_add(1, std::memory_order_relaxed);
+    busy_[s].store(false, std::memory_order_release);  // pairs with Claim
+    return true;
+  }
+  long sent() const { return total_.load(); }
+  long taken() const { return taken_.load(); }
+  // Waits (bounded) until every token was taken; false if one is stranded.
+  bool WaitAllTaken(int ms) const {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (taken() != sent()) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
+  // The sources whose token was never taken, for the failure message.
+  std::string Stranded() const {
+    std::string out;
+    for (int i = 0; i < n_; ++i) {
+      if (busy_[i].load()) {
+        out += " source " + std::to_string(i) + " (token " +
+               std::to_string(sent_[i].load()) + ")";
+      }
+    }
+    return out.empty() ? " none" : out;
+  }
+
+ private:
+  const int n_;
+  std::unique_ptr<std::atomic<bool>[]> busy_;
+  std::unique_ptr<std::atomic<uint64_t>[]> sent_;
+  std::atomic<long> total_{0}, taken_{0};
+};
+
+// Pins this thread and one other to two different CPUs (of those the
+// process may use), so that two threads racing over a window of a few
+// instructions really run at once: left to the scheduler on a loaded
+// machine they often share one CPU and the race is never run. Restores
+// this thread's affinity when it goes. Does nothing with fewer than 2 CPUs.
+class CpuPair {
+ public:
+  CpuPair() {
+    CPU_ZERO(&saved_);
+    if (pthread_getaffinity_np(pthread_self(), sizeof saved_, &saved_) != 0) {
+      return;
+    }
+    for (int c = 0, n = 0; c < CPU_SETSIZE && n < 2; ++c) {
+      if (CPU_ISSET(c, &saved_)) cpu_[n++] = c;
+    }
+    if (cpu_[1] >= 0) Pin(cpu_[0]);
+  }
+  ~CpuPair() {
+    if (cpu_[1] >= 0) {
+      pthread_setaffinity_np(pthread_self(), sizeof saved_, &saved_);
+    }
+  }
+  CpuPair(const CpuPair&) = delete;
+  CpuPair& operator=(const CpuPair&) = delete;
+  // Called by the other thread.
+  void PinOther() const {
+    if (cpu_[1] >= 0) Pin(cpu_[1]);
+  }
+
+ private:
+  static void Pin(int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+  }
+  cpu_set_t saved_;
+  int cpu_[2] = {-1, -1};
 };
 
 inline void ReportBudget(const char* test, const Budget& b, long iterations) {

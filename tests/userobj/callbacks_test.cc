@@ -7,6 +7,8 @@
 // instead of a deadlock.
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -77,15 +79,21 @@ TEST_F(UserCallbacks, CreateErrors) {
 TEST_F(UserCallbacks, FailedCreatesChangeNothing) {
   Probe p;
   uepoll_obj* h = nullptr;
-  // Out of descriptors (the one allowed is taken): EMFILE.
-  int taken = uepoll_eventfd(0, 0);
-  ASSERT_GE(taken, 0);
-  long old = uepoll_debug_set_fd_limit(1);
-  ASSERT_GT(old, 0);
-  EXPECT_EQ(uepoll_obj_create(&kProbeOps, &p, 0, &h), -1);
-  EXPECT_EQ(errno, EMFILE);
-  uepoll_debug_set_fd_limit(old);
-  uepoll_close(taken);
+  // Out of descriptors: EMFILE. uepoll numbers are the kernel's, so
+  // RLIMIT_NOFILE set to the lowest free number leaves none.
+  int lowest = ::dup(0);
+  ASSERT_GE(lowest, 0);
+  ::close(lowest);
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(lowest);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  int r = uepoll_obj_create(&kProbeOps, &p, 0, &h);
+  int err = errno;
+  setrlimit(RLIMIT_NOFILE, &old);
+  EXPECT_EQ(r, -1);
+  EXPECT_EQ(err, EMFILE);
   // Out of memory: ENOMEM.
   ASSERT_EQ(uepoll_debug_fail_alloc(1), 0);
   EXPECT_EQ(uepoll_obj_create(&kProbeOps, &p, 0, &h), -1);

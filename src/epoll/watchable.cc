@@ -1,0 +1,137 @@
+// Watchable instances: a uepoll instance that the kernel's epoll, poll(),
+// select(), and so any event loop (libuv, Asio, libevent, libev, a loop of
+// the application's own) can watch through the instance's own number.
+//
+// The instance gets a kernel half (kernel_half.cc), so each of its numbers
+// is a kernel epoll instance, which the kernel reports readable exactly
+// while it has a ready item. Its kernel descriptors are such items already;
+// the uepoll half is mirrored by one more: an eventfd whose count is 1 for
+// ever (always readable), registered with the private tag mirror_tag_ and
+// with events EPOLLIN ("armed") while the uepoll half has events to report,
+// 0 ("disarmed") otherwise. So the number is readable exactly while the
+// instance has events, which is the kernel's rule for an epoll descriptor:
+//  - a level-triggered watcher sees it readable while events wait, and not
+//    after a harvest emptied the instance (the harvest disarms);
+//  - an edge-triggered watcher gets an edge at every transition to ready
+//    (arming is an EPOLL_CTL_MOD that makes the mirror ready, and the
+//    kernel wakes its epoll's watchers for it);
+//  - nested instances and kernel descriptors below reach it as they reach
+//    any waiter of the instance.
+// Arming happens when the ready list goes from empty to non-empty (a
+// wakeup callback, an ADD or MOD that finds the source ready), disarming at
+// the end of a harvest or poll that leaves it empty: one syscall per
+// transition, none per event. An item that went idle without a harvest
+// leaves the mirror armed until the next harvest: one spurious wakeup of a
+// watcher, which then harvests nothing and disarms it.
+//
+// The mirror's number is the library's own: every use is an EPOLL_CTL_MOD
+// of its registration (the identity check of base/parker.h), and it is
+// closed when the instance's last number is, while the kernel epoll that
+// validates it still exists. Harvests drop the mirror's events (its tag).
+//
+// Instances that are not watchable pay one load of watchable_ on the slow
+// path of a wakeup and at the end of a harvest.
+#include <errno.h>
+#include <sys/random.h>
+
+#include <cstring>
+
+#include "base/sys.h"
+#include "core/borrow.h"
+#include "core/fd_table.h"
+#include "epoll/eventpoll.h"
+
+namespace uepoll::impl {
+namespace {
+
+uint64_t NewTag(const void* self) {
+  uint64_t t = 0;
+  if (getrandom(&t, sizeof t, GRND_NONBLOCK) != sizeof t) {
+    // No entropy yet (early boot): any value the application is unlikely to
+    // use as epoll_data will do.
+    t = reinterpret_cast<uintptr_t>(self) * 0x9E3779B97F4A7C15ULL;
+  }
+  return t | 1;  // never 0, a common epoll_data
+}
+
+}  // namespace
+
+int Eventpoll::MakeWatchable(int epfd) {
+  if (FdTable::Get().mode() == FdMode::kDisjoint) return -EPERM;  // D5
+  if (!mixed_.load(std::memory_order_acquire)) {
+    // As in CtlKernel: MakeMixed takes the instance's numbers busy.
+    PinBorrowed();
+    bool made = false;
+    {
+      MutexLock m(mtx_);
+      if (!mixed_.load(std::memory_order_relaxed)) {
+        int r = MakeMixed(epfd);
+        if (r < 0) return r;
+        made = true;
+      }
+    }
+    if (made) WakeAllToResleep();
+  }
+  {
+    MutexLock m(mirror_mu_);
+    if (mirror_fd_ >= 0) return 0;
+    int mfd = sys::Eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (mfd < 0) return -errno;
+    uint64_t tag = NewTag(this);
+    int r = KernelOp([&](int k) {
+      if (k < 0) return -EBADF;
+      epoll_event ev{};
+      ev.data.u64 = tag;
+      return sys::EpollCtl(k, EPOLL_CTL_ADD, mfd, &ev) == 0 ? 0 : -errno;
+    });
+    if (r < 0) {
+      sys::Close(mfd);
+      return r;
+    }
+    mirror_fd_ = mfd;
+    mirror_armed_ = false;
+    mirror_tag_ = tag;
+    // Release: a harvest that sees watchable_ sees the tag.
+    watchable_.store(true, std::memory_order_release);
+  }
+  SyncMirror();  // events may be waiting already
+  return 0;
+}
+
+void Eventpoll::SyncMirror() {
+  MutexLock m(mirror_mu_);
+  if (mirror_fd_ < 0) return;
+  bool want;
+  {
+    // The truth now, not what the caller saw: of two threads that change
+    // the ready list and then sync, the later sync applies the later state.
+    MutexLock l(lock_);
+    want = EventsAvailableLocked();
+  }
+  if (want == mirror_armed_) return;
+  int r = KernelOp([&](int k) {
+    if (k < 0) return -EBADF;
+    epoll_event ev{};
+    ev.events = want ? uint32_t{EPOLLIN} : 0u;
+    ev.data.u64 = mirror_tag_;
+    return sys::EpollCtl(k, EPOLL_CTL_MOD, mirror_fd_, &ev) == 0 ? 0 : -errno;
+  });
+  // A failure means the mirror or the kernel epoll was closed under us
+  // (semantics.md D19): nothing to arm any more.
+  if (r == 0) mirror_armed_ = want;
+}
+
+void Eventpoll::DropMirror(int kfd) {
+  MutexLock m(mirror_mu_);
+  if (mirror_fd_ < 0) return;
+  // Ours only if its registration in this kernel epoll still exists.
+  epoll_event ev{};
+  ev.data.u64 = mirror_tag_;
+  if (sys::EpollCtl(kfd, EPOLL_CTL_MOD, mirror_fd_, &ev) == 0) {
+    sys::Close(mirror_fd_);
+  }
+  mirror_fd_ = -1;
+  mirror_armed_ = false;
+}
+
+}  // namespace uepoll::impl

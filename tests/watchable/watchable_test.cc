@@ -1,0 +1,249 @@
+// Watchable instances (uepoll_epoll_make_watchable): the kernel's epoll,
+// poll() and select() see a uepoll instance's own number readable exactly
+// while the instance has events to report.
+#include <dirent.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/select.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include <uepoll/uepoll.h>
+
+#include "support/fixture.h"
+#include "threads/waiter.h"
+
+namespace uepoll_test {
+namespace {
+
+int CountOpenFds() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(d);
+  return n - 1;  // the directory's own descriptor
+}
+
+class Watchable : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ep_ = uepoll_epoll_create1(0);
+    ASSERT_EQ(uepoll_epoll_make_watchable(ep_), 0);
+    efd_ = uepoll_eventfd(0, EFD_NONBLOCK);
+    kep_ = ::epoll_create1(EPOLL_CLOEXEC);
+    ASSERT_GE(ep_, 0);
+    ASSERT_GE(efd_, 0);
+    ASSERT_GE(kep_, 0);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = 7;
+    ASSERT_EQ(uepoll_epoll_ctl(ep_, EPOLL_CTL_ADD, efd_, &ev), 0);
+  }
+  void TearDown() override {
+    ::close(kep_);
+    if (efd_ >= 0) uepoll_close(efd_);
+    if (ep_ >= 0) uepoll_close(ep_);
+    ExpectNoUepollLeaks();
+  }
+  void Signal() {
+    uint64_t one = 1;
+    ASSERT_EQ(uepoll_write(efd_, &one, 8), 8);
+  }
+  void Consume() {
+    uint64_t v;
+    ASSERT_EQ(uepoll_read(efd_, &v, 8), 8);
+  }
+  // Events the kernel epoll reports for the watched number now.
+  int KernelReports(uint32_t* events = nullptr) {
+    epoll_event out[4];
+    int n = ::epoll_wait(kep_, out, 4, 0);
+    if (n > 0 && events) *events = out[0].events;
+    return n;
+  }
+  int Harvest() {
+    epoll_event out[8];
+    int n = uepoll_epoll_wait(ep_, out, 8, 0);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(out[i].data.u64, 7u);
+    return n;
+  }
+  void Watch(uint32_t mode) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | mode;
+    ASSERT_EQ(::epoll_ctl(kep_, EPOLL_CTL_ADD, ep_, &ev), 0) << errno;
+  }
+
+  int ep_ = -1, efd_ = -1, kep_ = -1;
+};
+
+TEST_F(Watchable, level_triggered_watcher_sees_exactly_the_ready_periods) {
+  Watch(0);
+  EXPECT_EQ(KernelReports(), 0);
+  Signal();
+  uint32_t ev = 0;
+  EXPECT_EQ(KernelReports(&ev), 1);
+  EXPECT_EQ(ev, uint32_t{EPOLLIN});
+  EXPECT_EQ(KernelReports(), 1) << "level-triggered: still ready";
+  // The item is LT and still ready: a harvest leaves it queued.
+  EXPECT_EQ(Harvest(), 1);
+  EXPECT_EQ(KernelReports(), 1);
+  Consume();
+  // Idle now, but only a harvest can tell: one spurious report at most.
+  EXPECT_EQ(Harvest(), 0);
+  EXPECT_EQ(KernelReports(), 0) << "a harvest that found nothing disarms";
+}
+
+TEST_F(Watchable, edge_triggered_watcher_gets_one_edge_per_transition) {
+  Watch(EPOLLET);
+  Signal();
+  EXPECT_EQ(KernelReports(), 1);
+  EXPECT_EQ(KernelReports(), 0) << "one edge";
+  Signal();  // more events in the same ready period: no new edge
+  EXPECT_EQ(KernelReports(), 0);
+  Consume();
+  EXPECT_EQ(Harvest(), 0);
+  Signal();  // a new transition to ready
+  EXPECT_EQ(KernelReports(), 1);
+}
+
+TEST_F(Watchable, poll_and_select_see_the_number) {
+  pollfd p{ep_, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 0), 0);
+  Signal();
+  EXPECT_EQ(::poll(&p, 1, 0), 1);
+  EXPECT_EQ(p.revents, POLLIN);
+  ASSERT_LT(ep_, FD_SETSIZE);
+  fd_set rs;
+  FD_ZERO(&rs);
+  FD_SET(ep_, &rs);
+  timeval tv{0, 0};
+  EXPECT_EQ(::select(ep_ + 1, &rs, nullptr, nullptr, &tv), 1);
+  EXPECT_TRUE(FD_ISSET(ep_, &rs));
+}
+
+TEST_F(Watchable, a_blocked_kernel_watcher_is_woken_from_another_thread) {
+  Watch(0);
+  Waiter w(
+      [&](epoll_event* out) { return ::epoll_wait(kep_, out, 1, kWaitMs); });
+  ASSERT_TRUE(w.Parked());
+  Signal();
+  ASSERT_TRUE(w.WaitDone());
+  EXPECT_EQ(w.result(), 1);
+}
+
+TEST_F(Watchable, kernel_descriptors_and_nested_instances_count) {
+  Watch(0);
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 7;
+  ASSERT_EQ(uepoll_epoll_ctl(ep_, EPOLL_CTL_ADD, p[0], &ev), 0);
+  ASSERT_EQ(::write(p[1], "x", 1), 1);
+  EXPECT_EQ(KernelReports(), 1) << "a kernel pipe inside";
+  char c;
+  ASSERT_EQ(::read(p[0], &c, 1), 1);
+  EXPECT_EQ(Harvest(), 0);
+  EXPECT_EQ(KernelReports(), 0);
+  int child = uepoll_epoll_create1(0);
+  int cefd = uepoll_eventfd(0, EFD_NONBLOCK);
+  ASSERT_GE(child, 0);
+  ASSERT_GE(cefd, 0);
+  ASSERT_EQ(uepoll_epoll_ctl(child, EPOLL_CTL_ADD, cefd, &ev), 0);
+  ASSERT_EQ(uepoll_epoll_ctl(ep_, EPOLL_CTL_ADD, child, &ev), 0);
+  uint64_t one = 1;
+  ASSERT_EQ(uepoll_write(cefd, &one, 8), 8);
+  EXPECT_EQ(KernelReports(), 1) << "a nested uepoll instance";
+  EXPECT_EQ(uepoll_close(cefd), 0);
+  EXPECT_EQ(uepoll_close(child), 0);
+  ::close(p[0]);
+  ::close(p[1]);
+}
+
+TEST_F(Watchable, harvests_never_report_the_mirror) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 7;
+  ASSERT_EQ(uepoll_epoll_ctl(ep_, EPOLL_CTL_ADD, p[0], &ev), 0);
+  ASSERT_EQ(::write(p[1], "x", 1), 1);
+  Signal();
+  // Both halves have an event; the mirror is armed. Every harvest returns
+  // application events only (Harvest checks their data).
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(Harvest(), 2);
+  ::close(p[0]);
+  ::close(p[1]);
+}
+
+TEST(WatchableSetup, only_watchable_instances_join_a_kernel_epoll) {
+  int ep = uepoll_epoll_create1(0);
+  int kep = ::epoll_create1(EPOLL_CLOEXEC);
+  ASSERT_GE(ep, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  errno = 0;
+  EXPECT_EQ(::epoll_ctl(kep, EPOLL_CTL_ADD, ep, &ev), -1);
+  EXPECT_EQ(errno, EBADF) << "a placeholder";
+  EXPECT_EQ(uepoll_epoll_ctl(kep, EPOLL_CTL_ADD, ep, &ev), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(uepoll_epoll_make_watchable(ep), 0);
+  EXPECT_EQ(uepoll_epoll_make_watchable(ep), 0) << "again: nothing to do";
+  EXPECT_EQ(uepoll_epoll_ctl(kep, EPOLL_CTL_ADD, ep, &ev), 0);
+  int efd = uepoll_eventfd(0, 0);
+  EXPECT_EQ(uepoll_epoll_make_watchable(efd), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(uepoll_epoll_make_watchable(-1), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(uepoll_close(efd), 0);
+  EXPECT_EQ(uepoll_close(ep), 0);
+  ::close(kep);
+  ExpectNoUepollLeaks();
+}
+
+TEST(WatchableSetup, loops_through_the_kernel_are_refused) {
+  int ep = uepoll_epoll_create1(0);
+  int kep = ::epoll_create1(EPOLL_CLOEXEC);
+  ASSERT_GE(ep, 0);
+  ASSERT_EQ(uepoll_epoll_make_watchable(ep), 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  EXPECT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, ep, &ev), -1);
+  EXPECT_EQ(errno, EINVAL);
+  ASSERT_EQ(::epoll_ctl(kep, EPOLL_CTL_ADD, ep, &ev), 0);
+  EXPECT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, kep, &ev), -1);
+  EXPECT_EQ(errno, ELOOP);
+  EXPECT_EQ(uepoll_close(ep), 0);
+  ::close(kep);
+  ExpectNoUepollLeaks();
+}
+
+TEST(WatchableSetup, closing_the_instance_releases_its_kernel_descriptors) {
+  int before = CountOpenFds();
+  int ep = uepoll_epoll_create1(0);
+  ASSERT_GE(ep, 0);
+  ASSERT_EQ(uepoll_epoll_make_watchable(ep), 0);
+  int dup = uepoll_dup(ep);
+  ASSERT_GE(dup, 0);
+  EXPECT_EQ(uepoll_close(ep), 0);
+  // The dup keeps the instance, watchable: its number is a kernel epoll.
+  int kep = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  EXPECT_EQ(::epoll_ctl(kep, EPOLL_CTL_ADD, dup, &ev), 0);
+  ::close(kep);
+  EXPECT_EQ(uepoll_close(dup), 0);
+  EXPECT_EQ(CountOpenFds(), before) << "the mirror or the kernel half leaked";
+  ExpectNoUepollLeaks();
+}
+
+}  // namespace
+}  // namespace uepoll_test

@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# The mutation check: how many realistic bugs the test suite catches. Each
+# mutant (tools/mutants/*.patch) is one bug in src/. For each, the script
+# applies it to a scratch copy of the tree (never to your tree), rebuilds
+# that copy (dev preset, its own build dir), runs the tests with a time cap,
+# reverts the patch, and reports whether a test failed (killed) or every
+# test passed (survived). docs/reliability.md has the current score.
+#
+#   tools/mutants/run.sh [options] [MUTANT...]
+#
+#   MUTANT          mutant names (a patch's file name without .patch);
+#                   default: every mutant
+#   --ci            the fast subset CI runs: only mutants with a "# ci:"
+#                   header line, each building and running only the tests
+#                   that line names; a mutant that no longer applies fails
+#                   the run (update or replace its patch)
+#   --tests REGEX   run only the CTest entries matching REGEX (ctest -R)
+#   --cap SECONDS   time cap on one mutant's test run (default 900); a run
+#                   that reaches it counts as killed ("timeout")
+#   --work DIR      scratch directory (default: build/mutants in this tree);
+#                   kept between runs so that rebuilds are incremental
+#   --source DIR    the git tree to copy (default: this tree, with your
+#                   uncommitted changes)
+#   --no-baseline   skip the check that the unmutated copy passes
+#   --list          list the mutants and exit
+#
+# Statuses: killed (the first failing test is named), timeout (killed by
+# the cap), survived, does-not-apply (src/ changed under the patch: update
+# or drop it), build-failed (the patch is broken). The last line is
+# "N of M killed", M counting the mutants that applied and built. Exit
+# status 0 when every such mutant was killed, 1 otherwise, 2 on usage or
+# setup errors (including a baseline that fails).
+#
+# A patch starts with header lines that git apply ignores:
+#   # mutant: what the bug is
+#   # ci: TARGET [-R REGEX]   (optional: the fast check CI runs for it:
+#                              build TARGET, run the CTest entries labelled
+#                              TARGET, or those matching REGEX)
+set -euo pipefail
+
+# Everything runs from main(), which bash reads whole before it starts:
+# editing this file while it runs cannot break the run.
+main() {
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+source_dir=$repo
+work=$repo/build/mutants
+cap=900
+jobs=2
+ci=0
+tests=""
+baseline=1
+list=0
+names=()
+
+usage() { sed -n '2,38s/^# \{0,1\}//p' "$0"; }
+
+while (($#)); do
+  case $1 in
+    --ci) ci=1 ;;
+    --tests) tests=$2; shift ;;
+    --cap) cap=$2; shift ;;
+    --work) work=$2; shift ;;
+    --source) source_dir=$(cd "$2" && pwd); shift ;;
+    --no-baseline) baseline=0 ;;
+    --list) list=1 ;;
+    -h | --help) usage; exit 0 ;;
+    -*) usage >&2; exit 2 ;;
+    *) names+=("$1") ;;
+  esac
+  shift
+done
+
+header() { sed -n "s/^# $2: //p" "$1" | head -1; }
+
+patches=()
+if ((${#names[@]})); then
+  for n in "${names[@]}"; do
+    [[ -f $here/$n.patch ]] || { echo "mutants: no mutant $n" >&2; exit 2; }
+    patches+=("$here/$n.patch")
+  done
+else
+  for p in "$here"/*.patch; do patches+=("$p"); done
+fi
+if ((ci)); then
+  sel=()
+  for p in "${patches[@]}"; do [[ -n $(header "$p" ci) ]] && sel+=("$p"); done
+  patches=("${sel[@]}")
+fi
+if ((list)); then
+  for p in "${patches[@]}"; do
+    printf '%-36s %s\n' "$(basename "$p" .patch)" "$(header "$p" mutant)"
+  done
+  exit 0
+fi
+((${#patches[@]})) || { echo "mutants: nothing to run" >&2; exit 2; }
+
+tree=$work/tree
+build=$tree/build/dev
+log=$work/logs
+mkdir -p "$work" "$log"
+gitq() { git -C "$tree" -c user.name=mutants -c user.email=mutants@localhost "$@"; }
+
+# Brings $tree in line with the source's files (tracked and untracked, not
+# ignored). Only files whose content differs are copied, so their fresh
+# mtimes make ninja rebuild exactly what changed since the last run.
+sync_tree() {
+  local staging=$work/staging f
+  rm -rf "$staging"
+  mkdir -p "$staging" "$tree"
+  (cd "$source_dir" && git ls-files -z -co --exclude-standard |
+     tar --null -T - -cf -) | tar -C "$staging" -xf -
+  (cd "$staging" && find . -type f -print0) |
+    while IFS= read -r -d '' f; do
+      if ! cmp -s "$staging/$f" "$tree/$f"; then
+        mkdir -p "$(dirname "$tree/$f")"
+        cp "$staging/$f" "$tree/$f"
+      fi
+    done
+  # Files gone from the source go from the copy (its build dir stays).
+  (cd "$tree" && find . -path ./build -prune -o -path ./.git -prune -o \
+     -type f -print0) |
+    while IFS= read -r -d '' f; do
+      [[ -e $staging/$f ]] || rm -f "$tree/$f"
+    done
+  rm -rf "$staging"
+  if [[ ! -d $tree/.git ]]; then
+    gitq init -q
+    printf '/build/\n' >"$tree/.git/info/exclude"
+  fi
+  gitq add -A
+  gitq commit -qm "source as of $(date -u +%FT%TZ)" --allow-empty
+}
+
+# What a patch's ci line names: the target to build, and the ctest
+# selection (-L TARGET, or -R REGEX).
+ci_target() { header "$1" ci | awk '{print $1}'; }
+ci_select() {
+  local line
+  line=$(header "$1" ci)
+  if [[ $line == *" -R "* ]]; then
+    printf -- '-R\n%s\n' "${line#* -R }"
+  else
+    printf -- '-L\n^%s$\n' "${line%% *}"
+  fi
+}
+
+build_targets() {  # [target...]: all when none
+  if (($#)); then
+    cmake --build "$build" -j"$jobs" --target "$@"
+  else
+    cmake --build "$build" -j"$jobs"
+  fi
+}
+
+# Runs the tests. Returns ctest's status, or 124 when the cap was reached.
+run_tests() {  # logfile [ctest selection args...]
+  local out=$1 args=()
+  shift
+  args=("$@")
+  [[ -n $tests ]] && args+=(-R "$tests")
+  local rc=0
+  timeout --kill-after=10 "$cap" ctest --test-dir "$build" -j"$jobs" \
+    --stop-on-failure --timeout 120 --output-on-failure "${args[@]}" \
+    >"$out" 2>&1 || rc=$?
+  return "$rc"
+}
+
+first_failure() {  # logfile
+  local t
+  # ctest's closing list names every failed test; without it (the cap cut
+  # the run short), the first ***Failed/***Timeout/***Exception line.
+  t=$(sed -n '/^The following tests FAILED:/{n;p;q}' "$1" |
+        sed -E 's/^[[:space:]]*[0-9]+ - ([^ ]+).*/\1/') || true
+  if [[ -z $t ]]; then
+    t=$(grep -m1 -E '\*\*\*(Failed|Timeout|Exception)' "$1" |
+          sed -E 's/.*Test +#[0-9]+: ([^ ]+).*/\1/') || true
+  fi
+  printf '%s' "${t:-(see log)}"
+}
+
+echo "mutants: copying $source_dir to $tree"
+sync_tree
+if [[ ! -f $build/build.ninja ]]; then
+  (cd "$tree" && cmake --preset dev -DUEPOLL_BUILD_BENCH=OFF >/dev/null)
+fi
+
+# The unmutated copy must pass what the mutants will be judged by (in --ci
+# mode: each mutant's own selection).
+if ((baseline)); then
+  echo "mutants: baseline build and tests"
+  targets=() selections=()
+  if ((ci)); then
+    for p in "${patches[@]}"; do targets+=("$(ci_target "$p")"); done
+    for p in "${patches[@]}"; do selections+=("$p"); done
+  else
+    selections=("")
+  fi
+  if ! build_targets "${targets[@]}" >"$log/baseline.build" 2>&1; then
+    echo "mutants: the unmutated tree does not build: $log/baseline.build" >&2
+    exit 2
+  fi
+  for p in "${selections[@]}"; do
+    sel=()
+    [[ -n $p ]] && mapfile -t sel < <(ci_select "$p")
+    if ! run_tests "$log/baseline.test" "${sel[@]}"; then
+      echo "mutants: the unmutated tree fails" \
+           "$(first_failure "$log/baseline.test") ($log/baseline.test):" \
+           "fix that first" >&2
+      exit 2
+    fi
+  done
+fi
+
+printf '\n%-36s %-15s %s\n' mutant status "killed by"
+printf '%-36s %-15s %s\n' ------ ------ ---------
+killed=0 counted=0 survivors=() stale=()
+for p in "${patches[@]}"; do
+  name=$(basename "$p" .patch)
+  start=$SECONDS
+  status="" by=""
+  targets=() sel=()
+  if ((ci)); then
+    targets=("$(ci_target "$p")")
+    mapfile -t sel < <(ci_select "$p")
+  fi
+  if ! gitq apply --check "$p" 2>/dev/null; then
+    status=does-not-apply
+    stale+=("$name")
+  else
+    gitq apply "$p"
+    if ! build_targets "${targets[@]}" >"$log/$name.build" 2>&1; then
+      status=build-failed
+      stale+=("$name")
+    else
+      rc=0
+      run_tests "$log/$name.test" "${sel[@]}" || rc=$?
+      counted=$((counted + 1))
+      if ((rc == 0)); then
+        status=survived
+        survivors+=("$name")
+      elif ((rc == 124 || rc == 137)); then
+        status=timeout
+        by="cap of ${cap} s; last: $(first_failure "$log/$name.test")"
+        killed=$((killed + 1))
+      else
+        status=killed
+        by=$(first_failure "$log/$name.test")
+        killed=$((killed + 1))
+      fi
+    fi
+    gitq apply -R "$p" 2>/dev/null || true
+    gitq checkout -q -- .
+    gitq clean -fdq
+  fi
+  printf '%-36s %-15s %s  [%d s]\n' "$name" "$status" "$by" \
+         "$((SECONDS - start))"
+done
+echo
+((${#survivors[@]})) && echo "survivors: ${survivors[*]}"
+((${#stale[@]})) && echo "not run (does not apply / does not build): ${stale[*]}"
+echo "mutants: $killed of $counted killed"
+# CI must notice a subset that no longer runs, not shrink silently.
+((ci && ${#stale[@]})) && return 1
+((killed == counted))
+}
+
+main "$@"
