@@ -218,8 +218,11 @@ UEPOLL_API int uepoll_pselect(int nfds, fd_set *readfds, fd_set *writefds,
 /* ioctl: FIONBIO, FIOCLEX, FIONCLEX on any uepoll descriptor; FIONREAD on
  * pipes; SIOCINQ (FIONREAD), SIOCOUTQ, SIOCATMARK on sockets; EPIOCSPARAMS
  * and EPIOCGPARAMS on instances. Anything else fails as the kernel fails it
- * for that kind of file (ENOTTY, EINVAL on an instance). fcntl answers
- * F_GETPIPE_SZ and F_SETPIPE_SZ on pipes. */
+ * for that kind of file (ENOTTY, EINVAL on an instance); FIOASYNC that
+ * would turn signal-driven I/O on fails ENOTTY (not modelled). fcntl
+ * answers F_GETPIPE_SZ and F_SETPIPE_SZ on pipes; the owner and signal
+ * commands (F_GETOWN, F_SETOWN, F_SETSIG, ...) fail EINVAL on uepoll
+ * descriptors (docs/semantics.md D3, D28). */
 UEPOLL_API int uepoll_ioctl(int fd, unsigned long request, ...);
 
 /* EPOLL_CTL_MIN_WAIT of the min_wait patch set (seed 004), never merged
