@@ -31,7 +31,7 @@ int UWaitMin(int epfd, struct epoll_event* evs, int max, int timeout_ms,
 const Backend kKernel = {"kernel",     "",           true,     ::epoll_create1,
                          ::epoll_ctl,  ::epoll_wait, KEventfd, ::pipe2,
                          ::socketpair, ::read,       ::write,  ::close,
-                         nullptr,      false};
+                         nullptr,      false,        ::writev, ::recvmsg};
 
 const Backend kUepoll = {"uepoll",
                          "uepoll_",
@@ -46,7 +46,9 @@ const Backend kUepoll = {"uepoll",
                          uepoll_write,
                          uepoll_close,
                          UWaitMin,
-                         false};
+                         false,
+                         uepoll_writev,
+                         uepoll_recvmsg};
 
 }  // namespace
 

@@ -6,7 +6,9 @@
 
 #include <stdint.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <string>
 #include <vector>
@@ -33,6 +35,10 @@ struct Backend {
   // io_uring (uring.h): epoll's calls mapped onto a ring; is_kernel is also
   // set, as its descriptors and I/O are the kernel's.
   bool is_uring = false;
+  // Vectored and message I/O (the _msg forms of throughput and pingpong);
+  // nullptr where the backend has no such form (io_uring here).
+  ssize_t (*writev)(int fd, const struct iovec* iov, int n) = nullptr;
+  ssize_t (*recvmsg)(int fd, struct msghdr* msg, int flags) = nullptr;
 };
 
 struct Result;

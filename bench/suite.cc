@@ -44,8 +44,9 @@ int CmdSuite(int argc, char** argv) {
     minwait_n += MinWaitModes(*b, 20000, 200, lat).size();
   Progress progress(int(
       ne * (4 + depths.size() * threads.size() + threads.size() + own.size()) +
-      nu * (own.size() + maxevents.size() + spins.size()) + ne * mixes.size() +
-      scale.size() + minwait_n + bytes.size() * servers.size() * (nu + ne)));
+      nu * (own.size() + maxevents.size() + spins.size()) +
+      ne * (maxevents.size() + spins.size() + mixes.size()) + scale.size() +
+      minwait_n + bytes.size() * servers.size() * (nu + ne)));
   int64_t t0 = NowNs();
 
   for (bool no_sleep : {false, true}) {
@@ -94,11 +95,21 @@ int CmdSuite(int argc, char** argv) {
       RunMeasurement(progress, report, "mixed", *b,
                      "K=" + std::to_string(k) + " U=" + std::to_string(u),
                      [&] { return MeasureMixed(*b, k, u, base); });
+  for (unsigned long k : maxevents)
+    for (const Backend* b : be)
+      RunMeasurement(progress, report, "throughput_msg", *b,
+                     "maxevents=" + std::to_string(k),
+                     [&] { return MeasureThroughput(*b, k, base, true); });
   for (int64_t spin : spins)
     for (const Backend* b : bu)
       RunMeasurement(progress, report, "pingpong", *b,
                      "spin_ns=" + std::to_string(spin),
                      [&] { return MeasurePingpong(*b, spin, lat); });
+  for (int64_t spin : spins)
+    for (const Backend* b : be)
+      RunMeasurement(progress, report, "pingpong_msg", *b,
+                     "spin_ns=" + std::to_string(spin),
+                     [&] { return MeasurePingpong(*b, spin, lat, true); });
   RunScale(scale, base, progress, report);
   for (const Backend* b : bu)
     for (const MinWaitParams& m : MinWaitModes(*b, 20000, 200, lat))

@@ -126,7 +126,8 @@ struct RatioRow {
 
 // The figure a workload is judged by, and whether higher is better.
 std::pair<std::string, bool> Headline(const std::string& workload) {
-  if (workload == "pingpong") return {"p50_ns", false};
+  if (workload == "pingpong" || workload == "pingpong_msg")
+    return {"p50_ns", false};
   if (workload == "minwait") return {"cpu_ns_per_event", false};
   return {"ops_per_sec", true};
 }
@@ -152,7 +153,7 @@ std::vector<RatioRow> Ratios(const Report& report) {
                          : r.Param("sleep_us") > 0  ? "sleep hack"
                                                     : "plain";
       label = std::string("minwait ") + mode + " (CPU/event)";
-    } else if (r.workload == "pingpong") {
+    } else if (r.workload == "pingpong" || r.workload == "pingpong_msg") {
       label += " (p50)";
     }
     int col = r.backend == "kernel" ? 0 : r.backend == "uepoll" ? 1 : 2;

@@ -7,9 +7,13 @@
 // The sender stamps the time just before its write; the receiver reads the
 // clock once its read of the eventfd returned, so each sample is one one-way
 // hop: signal, wakeup, wait return, consume. With --spin-ns N a waiter first
-// polls (timeout 0) for up to N ns before it blocks.
+// polls (timeout 0) for up to N ns before it blocks. pingpong_msg (--msg):
+// the same over two SOCK_SEQPACKET pairs, the token an 8-byte writev in two
+// segments, consumed with recvmsg.
 #include <errno.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <atomic>
 
@@ -27,9 +31,12 @@ struct Side {
 
 }  // namespace
 
-Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime) {
+Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime,
+                       bool msg) {
   Result r;
-  r.workload = "pingpong";
+  r.workload = msg ? "pingpong_msg" : "pingpong";
+  if (msg && (!b.writev || !b.recvmsg))
+    return r.error = "no writev/recvmsg on this backend", r;
   r.backend = b.name;
   r.threads = 2;
   r.ops_label = "hops/s";
@@ -38,11 +45,20 @@ Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime) {
   StopFd stop;
   Side side[2];
   if (!stop.Create(b, fds, &r.error)) return r;
+  int peer_end[2] = {-1, -1};  // msg: the end the peer writes to
   for (Side& s : side) {
     s.ep = fds.Add(b.epoll_create1(0));
     if (s.ep < 0) return r.error = CallError(b, "epoll_create1"), r;
-    s.in = fds.Add(b.eventfd(0, EFD_NONBLOCK));
-    if (s.in < 0) return r.error = CallError(b, "eventfd"), r;
+    if (msg) {
+      int sv[2];
+      if (b.socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, sv) < 0)
+        return r.error = CallError(b, "socketpair"), r;
+      s.in = fds.Add(sv[0]);
+      peer_end[&s - side] = fds.Add(sv[1]);
+    } else {
+      s.in = fds.Add(b.eventfd(0, EFD_NONBLOCK));
+      if (s.in < 0) return r.error = CallError(b, "eventfd"), r;
+    }
     struct epoll_event ev = {};
     ev.events = EPOLLIN;
     ev.data.u64 = uint64_t(s.in);
@@ -51,8 +67,8 @@ Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime) {
     if (!stop.AddTo(b, s.ep, &r.error)) return r;
     s.lat.reserve(1 << 20);
   }
-  side[0].out = side[1].in;
-  side[1].out = side[0].in;
+  side[0].out = msg ? peer_end[1] : side[1].in;
+  side[1].out = msg ? peer_end[0] : side[0].in;
 
   std::atomic<bool> done{false};
   Gate gate;
@@ -66,11 +82,21 @@ Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime) {
       const uint64_t one = 1;
       uint64_t val;
       struct epoll_event ev;
+      const uint32_t halves[2] = {1, 0};
+      struct iovec out[2] = {{const_cast<uint32_t*>(&halves[0]), 4},
+                             {const_cast<uint32_t*>(&halves[1]), 4}};
+      struct iovec in = {&val, sizeof(val)};
+      struct msghdr mh = {};
+      mh.msg_iov = &in;
+      mh.msg_iovlen = 1;
+      auto signal = [&] {
+        return msg ? b.writev(me.out, out, 2)
+                   : b.write(me.out, &one, sizeof(one));
+      };
       gate.Arrive();
       if (t == 0) {  // the first serve
         peer.sent_ns.store(NowNs(), std::memory_order_release);
-        if (b.write(me.out, &one, sizeof(one)) < 0)
-          return failure.Set(CallError(b, "write"));
+        if (signal() < 0) return failure.Set(CallError(b, "write"));
       }
       while (!done.load(std::memory_order_relaxed)) {
         int n = 0;
@@ -84,12 +110,12 @@ Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime) {
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return failure.Set(CallError(b, "epoll_wait"));
         if (ev.data.u64 == kStopTag) break;
-        if (b.read(me.in, &val, sizeof(val)) < 0)
-          return failure.Set(CallError(b, "read"));
+        if ((msg ? b.recvmsg(me.in, &mh, 0)
+                 : b.read(me.in, &val, sizeof(val))) < 0)
+          return failure.Set(CallError(b, msg ? "recvmsg" : "read"));
         me.lat.push_back(NowNs() - me.sent_ns.load(std::memory_order_acquire));
         peer.sent_ns.store(NowNs(), std::memory_order_release);
-        if (b.write(me.out, &one, sizeof(one)) < 0)
-          return failure.Set(CallError(b, "write"));
+        if (signal() < 0) return failure.Set(CallError(b, "write"));
       }
     });
   }
@@ -121,9 +147,13 @@ Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime) {
 int CmdPingpong(int argc, char** argv) {
   CommonOptions c;
   unsigned long spin_ns = 0;
+  bool msg = false;
   std::vector<Option> opts = {
       {0, "spin-ns", Option::kUint, &spin_ns,
        "poll for up to N ns before each blocking wait (default 0)"},
+      {0, "msg", Option::kFlag, &msg,
+       "also pingpong_msg: seqpacket pairs, writev and recvmsg (epoll "
+       "backends)"},
   };
   if (int rc = ParseCommand("uepoll-bench pingpong [<options>]", argc, argv,
                             &opts, &c);
@@ -133,11 +163,17 @@ int CmdPingpong(int argc, char** argv) {
     return BadUsage("--spin-ns: at most 1000000000 (1 s)");
   double runtime = c.runtime > 0 ? c.runtime : 2;
   Report report;
-  Progress progress(int(c.For(true).size()));
+  Progress progress(int(c.For(true).size() + (msg ? c.For(false).size() : 0)));
   for (const Backend* b : c.For(true))
     RunMeasurement(
         progress, report, "pingpong", *b, "spin_ns=" + std::to_string(spin_ns),
         [&] { return MeasurePingpong(*b, int64_t(spin_ns), runtime); });
+  if (msg)
+    for (const Backend* b : c.For(false))
+      RunMeasurement(
+          progress, report, "pingpong_msg", *b,
+          "spin_ns=" + std::to_string(spin_ns),
+          [&] { return MeasurePingpong(*b, int64_t(spin_ns), runtime, true); });
   return FinishCommand(c, report);
 }
 

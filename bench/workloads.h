@@ -44,8 +44,11 @@ Result MeasureNested(const Backend& b, unsigned long threads,
                      unsigned long depth, unsigned long sources,
                      double runtime);
 Result MeasureChurn(const Backend& b, unsigned long threads, double runtime);
+// msg: the sources are SOCK_SEQPACKET pairs instead of eventfds, signalled
+// with an 8-byte writev (two segments) and consumed with recvmsg: the
+// "throughput_msg" workload (b.writev and b.recvmsg must be set).
 Result MeasureThroughput(const Backend& b, unsigned long maxevents,
-                         double runtime);
+                         double runtime, bool msg = false);
 // mixed (wl_mixed.cc): K kernel and U uepoll eventfds in one instance.
 Result MeasureMixed(const Backend& b, unsigned long kernel_fds,
                     unsigned long uepoll_fds, double runtime);
@@ -61,7 +64,10 @@ Result MeasureEcho(const Backend& b, unsigned long conns, unsigned long servers,
 // Adds "x of 1 thread" (ops(t) / ops(1)) to every result with t > 1 whose
 // 1-thread twin is in the report.
 void AddScaling(Report& report);
-Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime);
+// msg: the token travels over SOCK_SEQPACKET pairs (writev, recvmsg)
+// instead of eventfds: the "pingpong_msg" workload.
+Result MeasurePingpong(const Backend& b, int64_t spin_ns, double runtime,
+                       bool msg = false);
 // The registrations a scale run of `want` can make on b: the kernel's is
 // capped by RLIMIT_NOFILE's hard limit. Raises the limit as a side effect.
 unsigned long ScaleCapacity(const Backend& b, unsigned long want);

@@ -1,6 +1,6 @@
 // uepoll::Socket: one end of a uepoll socket pair. It reads and writes by
-// itself (read, write, try_read, try_write: byte_io.hpp) and can shut
-// either direction down.
+// itself (read, write, try_read, try_write: byte_io.hpp), sends and
+// receives with MSG_* flags, and can shut either direction down.
 //
 // Errors and thread safety: fd.hpp.
 #ifndef UEPOLL_SOCKET_HPP_
@@ -8,6 +8,8 @@
 
 #include <sys/socket.h>
 
+#include <cstddef>
+#include <span>
 #include <system_error>
 #include <utility>
 
@@ -38,6 +40,18 @@ class UEPOLL_CXX_API Socket : public detail::ReadOps<Socket>,
   // how: SHUT_RD, SHUT_WR or SHUT_RDWR.
   void shutdown(int how);
   void shutdown(int how, std::error_code& ec) noexcept;
+
+  // uepoll_send / uepoll_recv with MSG_* flags (MSG_DONTWAIT, MSG_PEEK,
+  // MSG_NOSIGNAL, MSG_WAITALL, MSG_TRUNC): the count, as the calls return
+  // it (with MSG_TRUNC on a datagram socket, the message's whole length,
+  // which may exceed buf). The throwing forms throw std::system_error; the
+  // ec forms return 0 with ec set.
+  std::size_t send(std::span<const std::byte> buf, int flags);
+  std::size_t send(std::span<const std::byte> buf, int flags,
+                   std::error_code& ec) noexcept;
+  [[nodiscard]] std::size_t recv(std::span<std::byte> buf, int flags);
+  [[nodiscard]] std::size_t recv(std::span<std::byte> buf, int flags,
+                                 std::error_code& ec) noexcept;
 
  private:
   Fd fd_;

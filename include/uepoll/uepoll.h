@@ -1,9 +1,10 @@
 /* uepoll: Linux epoll semantics for objects that live inside a process.
  *
  * This header mirrors <sys/epoll.h>, <sys/eventfd.h>, <unistd.h>, <fcntl.h>,
- * <sys/socket.h> and <poll.h>: every function takes the libc types and
- * constants (struct epoll_event, EPOLL*, EFD_*, SOCK_*, O_*, struct pollfd),
- * so epoll code ports by renaming calls.
+ * <sys/socket.h>, <sys/uio.h>, <sys/select.h>, <sys/ioctl.h> and <poll.h>:
+ * every function takes the libc types and constants (struct epoll_event,
+ * EPOLL*, EFD_*, SOCK_*, MSG_*, O_*, struct pollfd, struct iovec, struct
+ * msghdr, fd_set), so epoll code ports by renaming calls.
  *
  * Errors: a failing call returns -1 and sets errno to the value the kernel
  * would give; errno is left untouched on success. No C++ exception crosses
@@ -29,9 +30,11 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #if defined(__GNUC__)
@@ -165,6 +168,62 @@ UEPOLL_API int uepoll_dup2(int oldfd, int newfd);
 UEPOLL_API int uepoll_dup3(int oldfd, int newfd, int flags);
 UEPOLL_API int uepoll_fcntl(int fd, int cmd, ...);
 UEPOLL_API int uepoll_poll(struct pollfd *fds, nfds_t nfds, int timeout);
+
+/* Vectored I/O (<sys/uio.h>). readv and writev take the kernel's checks of
+ * the array (at most IOV_MAX segments: EINVAL; each length a valid ssize_t:
+ * EINVAL; the total clamped to 0x7ffff000) and do one read or write of the
+ * total: a pipe write of up to PIPE_BUF bytes stays atomic, a datagram is
+ * one message. preadv and pwritev fail ESPIPE on every uepoll object (EINVAL
+ * first for a negative offset), as on pipes, sockets and anonymous inodes. */
+UEPOLL_API ssize_t uepoll_readv(int fd, const struct iovec *iov, int iovcnt);
+UEPOLL_API ssize_t uepoll_writev(int fd, const struct iovec *iov, int iovcnt);
+UEPOLL_API ssize_t uepoll_preadv(int fd, const struct iovec *iov, int iovcnt,
+                                 off_t offset);
+UEPOLL_API ssize_t uepoll_pwritev(int fd, const struct iovec *iov, int iovcnt,
+                                  off_t offset);
+
+/* Socket calls (<sys/socket.h>) on uepoll socket pairs (AF_UNIX SOCK_STREAM,
+ * SOCK_DGRAM, SOCK_SEQPACKET) with the flags MSG_DONTWAIT, MSG_PEEK,
+ * MSG_NOSIGNAL, MSG_WAITALL, MSG_TRUNC, MSG_CMSG_CLOEXEC, and SCM_RIGHTS
+ * descriptor passing (uepoll and kernel descriptors; a truncated control
+ * buffer sets MSG_CTRUNC and closes what did not fit). ENOTSOCK on any other
+ * uepoll object. Out-of-band data (MSG_OOB) is not supported; see
+ * docs/semantics.md for that and the other differences. */
+UEPOLL_API ssize_t uepoll_send(int sockfd, const void *buf, size_t len,
+                               int flags);
+UEPOLL_API ssize_t uepoll_recv(int sockfd, void *buf, size_t len, int flags);
+UEPOLL_API ssize_t uepoll_sendto(int sockfd, const void *buf, size_t len,
+                                 int flags, const struct sockaddr *dest_addr,
+                                 socklen_t addrlen);
+UEPOLL_API ssize_t uepoll_recvfrom(int sockfd, void *buf, size_t len, int flags,
+                                   struct sockaddr *src_addr,
+                                   socklen_t *addrlen);
+UEPOLL_API ssize_t uepoll_sendmsg(int sockfd, const struct msghdr *msg,
+                                  int flags);
+UEPOLL_API ssize_t uepoll_recvmsg(int sockfd, struct msghdr *msg, int flags);
+
+/* ppoll, select and pselect over any mix of uepoll and kernel descriptors,
+ * as glibc presents them: select writes the time left back into *timeout,
+ * ppoll and pselect leave theirs alone; a signal mask is installed for the
+ * sleep only. */
+UEPOLL_API int uepoll_ppoll(struct pollfd *fds, nfds_t nfds,
+                            const struct timespec *tmo_p,
+                            const sigset_t *sigmask);
+UEPOLL_API int uepoll_select(int nfds, fd_set *readfds, fd_set *writefds,
+                             fd_set *exceptfds, struct timeval *timeout);
+UEPOLL_API int uepoll_pselect(int nfds, fd_set *readfds, fd_set *writefds,
+                              fd_set *exceptfds, const struct timespec *timeout,
+                              const sigset_t *sigmask);
+
+/* ioctl: FIONBIO, FIOCLEX, FIONCLEX on any uepoll descriptor; FIONREAD on
+ * pipes; SIOCINQ (FIONREAD), SIOCOUTQ, SIOCATMARK on sockets; EPIOCSPARAMS
+ * and EPIOCGPARAMS on instances. Anything else fails as the kernel fails it
+ * for that kind of file (ENOTTY, EINVAL on an instance); FIOASYNC that
+ * would turn signal-driven I/O on fails ENOTTY (not modelled). fcntl
+ * answers F_GETPIPE_SZ and F_SETPIPE_SZ on pipes; the owner and signal
+ * commands (F_GETOWN, F_SETOWN, F_SETSIG, ...) fail EINVAL on uepoll
+ * descriptors (docs/semantics.md D3, D28). */
+UEPOLL_API int uepoll_ioctl(int fd, unsigned long request, ...);
 
 /* EPOLL_CTL_MIN_WAIT of the min_wait patch set (seed 004), never merged
  * into Linux (whose epoll_ctl fails op 4 with EINVAL): ev->data.u64 is the

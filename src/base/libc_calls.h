@@ -22,8 +22,11 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* X(name) for every libc function in the table. */
@@ -53,7 +56,18 @@
   X(eventfd_write)           \
   X(timerfd_create)          \
   X(timerfd_settime)         \
-  X(timerfd_gettime)
+  X(timerfd_gettime)         \
+  X(readv)                   \
+  X(writev)                  \
+  X(preadv)                  \
+  X(pwritev)                 \
+  X(sendto)                  \
+  X(recvfrom)                \
+  X(sendmsg)                 \
+  X(recvmsg)                 \
+  X(ioctl)                   \
+  X(select)                  \
+  X(pselect)
 
 #ifdef __cplusplus
 #define UEPOLL_LIBC_GLOBAL(name) ::name

@@ -15,8 +15,11 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "base/libc_calls.h"
@@ -80,6 +83,43 @@ inline int TimerfdCreate(int clockid, int flags) {
 inline int TimerfdSettime(int fd, int flags, const itimerspec* value,
                           itimerspec* old) {
   return UEPOLL_SYS(timerfd_settime, fd, flags, value, old);
+}
+
+inline ssize_t Readv(int fd, const iovec* iov, int n) {
+  return UEPOLL_SYS(readv, fd, iov, n);
+}
+inline ssize_t Writev(int fd, const iovec* iov, int n) {
+  return UEPOLL_SYS(writev, fd, iov, n);
+}
+inline ssize_t Preadv(int fd, const iovec* iov, int n, off_t off) {
+  return UEPOLL_SYS(preadv, fd, iov, n, off);
+}
+inline ssize_t Pwritev(int fd, const iovec* iov, int n, off_t off) {
+  return UEPOLL_SYS(pwritev, fd, iov, n, off);
+}
+inline ssize_t Sendto(int fd, const void* buf, size_t n, int flags,
+                      const sockaddr* addr, socklen_t len) {
+  return UEPOLL_SYS(sendto, fd, buf, n, flags, addr, len);
+}
+inline ssize_t Recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* addr,
+                        socklen_t* len) {
+  return UEPOLL_SYS(recvfrom, fd, buf, n, flags, addr, len);
+}
+inline ssize_t Sendmsg(int fd, const msghdr* msg, int flags) {
+  return UEPOLL_SYS(sendmsg, fd, msg, flags);
+}
+inline ssize_t Recvmsg(int fd, msghdr* msg, int flags) {
+  return UEPOLL_SYS(recvmsg, fd, msg, flags);
+}
+inline int Ioctl(int fd, unsigned long request, unsigned long arg) {
+  return UEPOLL_SYS(ioctl, fd, request, arg);
+}
+inline int Select(int n, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) {
+  return UEPOLL_SYS(select, n, r, w, e, timeout);
+}
+inline int Pselect(int n, fd_set* r, fd_set* w, fd_set* e,
+                   const timespec* timeout, const sigset_t* mask) {
+  return UEPOLL_SYS(pselect, n, r, w, e, timeout, mask);
 }
 
 #undef UEPOLL_SYS

@@ -9,10 +9,12 @@
 
 #include "base/sys.h"
 #include "capi/errors.h"
+#include "capi/user_access.h"
 #include "core/fd_table.h"
 #include "sources/eventfd.h"
 #include "sources/pipe.h"
 #include "sources/socket.h"
+#include "sources/unix_gc.h"
 
 using uepoll::impl::FdTable;
 using uepoll::impl::FileBorrow;
@@ -20,17 +22,10 @@ using uepoll::impl::FileRef;
 using uepoll::impl::ToErrno;
 namespace sys = uepoll::impl::sys;
 
+using uepoll::impl::AccessOk;
+using uepoll::impl::kMaxRwCount;
+
 namespace {
-
-// The kernel's access_ok() on x86-64: the range must lie below TASK_SIZE_MAX.
-constexpr uintptr_t kTaskSizeMax = (uintptr_t{1} << 47) - 4096;
-// MAX_RW_COUNT: reads and writes are clamped to this many bytes.
-constexpr size_t kMaxRwCount = INT_MAX & ~size_t{4095};
-
-bool AccessOk(const void* buf, size_t count) {
-  auto addr = reinterpret_cast<uintptr_t>(buf);
-  return count <= kTaskSizeMax && addr <= kTaskSizeMax - count;
-}
 
 // vfs_read/vfs_write's order: not open for that direction (EBADF), no such
 // operation (EINVAL: an epoll instance), then the buffer (EFAULT).
@@ -101,6 +96,9 @@ ssize_t uepoll_write(int fd, const void* buf, size_t count) {
 int uepoll_close(int fd) {
   int r = FdTable::Get().Close(fd);
   if (r == -EBADF) return sys::Close(fd);
+  // The number may have held the last reference to a cycle of sockets in
+  // flight from outside it (sources/unix_gc.h).
+  uepoll::impl::UnixGc::MaybeCollect();
   return ToErrno(r);
 }
 
@@ -115,11 +113,15 @@ int uepoll_dup(int oldfd) {
 }
 
 int uepoll_dup2(int oldfd, int newfd) {
-  return ToErrno(FdTable::Get().Dup3(oldfd, newfd, 0, /*is_dup2=*/true));
+  int r = FdTable::Get().Dup3(oldfd, newfd, 0, /*is_dup2=*/true);
+  uepoll::impl::UnixGc::MaybeCollect();  // newfd's old file, as close
+  return ToErrno(r);
 }
 
 int uepoll_dup3(int oldfd, int newfd, int flags) {
-  return ToErrno(FdTable::Get().Dup3(oldfd, newfd, flags, /*is_dup2=*/false));
+  int r = FdTable::Get().Dup3(oldfd, newfd, flags, /*is_dup2=*/false);
+  uepoll::impl::UnixGc::MaybeCollect();
+  return ToErrno(r);
 }
 
 int uepoll_fcntl(int fd, int cmd, ...) {
@@ -159,7 +161,13 @@ int uepoll_fcntl(int fd, int cmd, ...) {
       return static_cast<int>(f->flags());
     case F_SETFL:
       return ToErrno(f->SetStatusFlags(static_cast<uint32_t>(arg)));
+    case F_GETPIPE_SZ:
+    case F_SETPIPE_SZ:
+      return static_cast<int>(
+          ToErrno(uepoll::impl::PipeFcntl(f.get(), cmd, arg)));
     default:
+      // F_GETOWN, F_SETOWN, F_SETSIG, leases, locks...: nothing of it has
+      // a meaning for uepoll objects yet (docs/semantics.md D3).
       return ToErrno(-EINVAL);
   }
 }

@@ -25,7 +25,9 @@
 #include "base/parker.h"
 #include "base/sys.h"
 #include "capi/errors.h"
+#include "capi/poll_core.h"
 #include "core/fd_table.h"
+#include "core/io_iter.h"
 #include "epoll/eventpoll.h"
 #include "kernel/bridge.h"
 
@@ -129,6 +131,8 @@ rlim_t NofileSoftLimit() {
   return RLIM_INFINITY;
 }
 
+}  // namespace
+
 // do_sys_poll's check of nfds: EINVAL above RLIMIT_NOFILE's soft limit
 // (issue 15, bug 9), before anything else. The limit is read on every call
 // with nfds > 0: it may be as low as 0, so no nfds >= 1 is safe without
@@ -141,9 +145,8 @@ int CheckNfds(nfds_t n) {
   return n > NofileSoftLimit() ? -EINVAL : 0;
 }
 
-int Poll(pollfd* fds, nfds_t n, const Deadline& deadline,
-         const timespec* timeout, const sigset_t* mask) {
-  if (int err = CheckNfds(n)) return err;
+int PollFds(pollfd* fds, nfds_t n, const Deadline& deadline,
+            const timespec* timeout, const sigset_t* mask) {
   if (n && !fds) return -EFAULT;
   bool any_uepoll = false;
   for (nfds_t i = 0; i < n && !any_uepoll; ++i) {
@@ -244,6 +247,20 @@ int Poll(pollfd* fds, nfds_t n, const Deadline& deadline,
   }
 }
 
+namespace {
+
+int Poll(pollfd* fds, nfds_t n, const Deadline& deadline,
+         const timespec* timeout, const sigset_t* mask) {
+  if (int err = CheckNfds(n)) return err;
+  return PollFds(fds, n, deadline, timeout, mask);
+}
+
+// A relative timespec as ppoll and pselect take it: EINVAL unless
+// tv_sec >= 0 and 0 <= tv_nsec < 1e9 (poll_select_set_timeout).
+bool ValidTimespec(const timespec& ts) {
+  return ts.tv_sec >= 0 && ts.tv_nsec >= 0 && ts.tv_nsec < 1000000000;
+}
+
 }  // namespace
 }  // namespace uepoll::impl
 
@@ -260,4 +277,26 @@ extern "C" int uepoll_poll(struct pollfd* fds, nfds_t nfds, int timeout) {
   }
   return uepoll::impl::ToErrno(uepoll::impl::Poll(
       fds, n, uepoll::impl::Deadline::FromMillis(timeout), tsp, nullptr));
+}
+
+// ppoll through libc: the timeout is read, never written back (glibc
+// passes the kernel a copy); then the mask, installed for the sleep only.
+extern "C" int uepoll_ppoll(struct pollfd* fds, nfds_t nfds,
+                            const struct timespec* tmo_p,
+                            const sigset_t* sigmask) {
+  using uepoll::impl::Deadline;
+  Deadline deadline = Deadline::Infinite();
+  if (tmo_p) {
+    if (uepoll::impl::UserFault(tmo_p)) return uepoll::impl::ToErrno(-EFAULT);
+    if (!uepoll::impl::ValidTimespec(*tmo_p)) {
+      return uepoll::impl::ToErrno(-EINVAL);
+    }
+    deadline = Deadline::FromTimespec(*tmo_p);
+  }
+  if (sigmask && uepoll::impl::UserFault(sigmask)) {
+    return uepoll::impl::ToErrno(-EFAULT);
+  }
+  nfds_t n = static_cast<unsigned int>(nfds);
+  return uepoll::impl::ToErrno(
+      uepoll::impl::Poll(fds, n, deadline, tmo_p, sigmask));
 }

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 
+#include "core/io_iter.h"
 #include "epoll/eventpoll.h"
 
 namespace uepoll::impl {
@@ -9,6 +10,51 @@ namespace uepoll::impl {
 ssize_t File::Read(void*, size_t) { return -EINVAL; }
 ssize_t File::Write(const void*, size_t) { return -EINVAL; }
 int File::Shutdown(int) { return -ENOTSOCK; }
+int File::Ioctl(unsigned long, unsigned long) { return -ENOTTY; }
+
+// do_loop_readv_writev: one Read/Write per segment (an empty segment
+// included: the file decides what 0 bytes mean), stopping at an error, a
+// short count or the end. An error after some bytes is dropped.
+ssize_t File::ReadIter(IoIter& it) {
+  ssize_t ret = 0;
+  while (it.count()) {
+    size_t len = it.seg_len();
+    ssize_t nr = Read(it.seg_base(), len);
+    if (nr < 0) {
+      if (!ret) ret = nr;
+      break;
+    }
+    ret += nr;
+    if (static_cast<size_t>(nr) != len) break;
+    it.Advance(len);
+  }
+  return ret;
+}
+
+ssize_t File::ReadIterOneValue(IoIter& it, size_t size) {
+  char value[sizeof(uint64_t)];
+  if (it.count() < size || size > sizeof value) return -EINVAL;
+  if (it.WouldFault(size)) return -EFAULT;
+  ssize_t r = Read(value, size);
+  if (r > 0) it.CopyTo(value, static_cast<size_t>(r));
+  return r;
+}
+
+ssize_t File::WriteIter(IoIter& it) {
+  ssize_t ret = 0;
+  while (it.count()) {
+    size_t len = it.seg_len();
+    ssize_t nr = Write(it.seg_base(), len);
+    if (nr < 0) {
+      if (!ret) ret = nr;
+      break;
+    }
+    ret += nr;
+    if (static_cast<size_t>(nr) != len) break;
+    it.Advance(len);
+  }
+  return ret;
+}
 
 int File::SetStatusFlags(uint32_t arg) {
   // The kernel's SETFL_MASK, less O_DIRECT (no uepoll object but a pipe

@@ -36,6 +36,8 @@ enum class FileKind : uint8_t {
   kUser,     // sources/user_object.h: callbacks or a readiness mask
 };
 
+class IoIter;
+
 class File {
  public:
   UEPOLL_ALLOCATED_CLASS
@@ -75,7 +77,24 @@ class File {
 
   virtual ssize_t Read(void* buf, size_t count);
   virtual ssize_t Write(const void* buf, size_t count);
+  // Vectored I/O (readv, writev; the kernel's read_iter and write_iter).
+  // The defaults call Read/Write once per segment and stop at the first
+  // short count, as the kernel's do_loop_readv_writev does for a file that
+  // has only read/write; a kind whose kernel counterpart has read_iter
+  // (pipes, sockets, eventfd's read, timerfd) overrides them. `it` has a
+  // nonzero count.
+  virtual ssize_t ReadIter(IoIter& it);
+  virtual ssize_t WriteIter(IoIter& it);
   virtual int Shutdown(int how);
+  // The kind's ioctl, after the C API handled the generic commands
+  // (FIONBIO, FIOCLEX, ...): the kernel's f_op->unlocked_ioctl. `arg` is
+  // the caller's argument, a pointer for the commands that take one.
+  // Default: -ENOTTY, as for a file without an ioctl.
+  virtual int Ioctl(unsigned long cmd, unsigned long arg);
+  // The kernel's file_count(): references held by descriptors, calls in
+  // progress and (for sockets) descriptors in flight. A snapshot; only the
+  // socket garbage collector reads it (sources/unix_gc.h).
+  long RefCount() const { return refs_.load(std::memory_order_acquire); }
 
   // A new number newfd now refers to this object, made from oldfd (dup,
   // dup2, F_DUPFD). An instance with a kernel half gives it its kernel
@@ -122,6 +141,12 @@ class File {
   std::atomic<int> nwatchers_{0};
 
  protected:
+  // ReadIter for an object whose kernel read_iter hands out one value of
+  // exactly `size` bytes (eventfd, timerfd): EINVAL below `size`, then, as
+  // their Read does for a NULL buffer, EFAULT before anything is consumed
+  // (docs/semantics.md D2), then Read into a bounce buffer and copy out.
+  ssize_t ReadIterOneValue(IoIter& it, size_t size);
+
   // The kind's teardown once no reference and no watcher is left. Default:
   // delete this. Epoll instances defer the free to their own refcount.
   virtual void Release() { delete this; }

@@ -13,8 +13,9 @@ SocketPair SocketPair::create(int flags) {
 
 SocketPair SocketPair::create(int flags, std::error_code& ec) noexcept {
   int sv[2] = {-1, -1};
-  if (detail::Check(uepoll_socketpair(AF_UNIX, SOCK_STREAM | flags, 0, sv),
-                    ec) < 0) {
+  // The type bits of flags (SOCK_TYPE_MASK); none means a stream pair.
+  if ((flags & 0xf) == 0) flags |= SOCK_STREAM;
+  if (detail::Check(uepoll_socketpair(AF_UNIX, flags, 0, sv), ec) < 0) {
     return {};
   }
   return SocketPair{Socket(Fd(sv[0])), Socket(Fd(sv[1]))};

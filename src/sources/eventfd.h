@@ -29,6 +29,11 @@ class EventFd final : public File {
   WaitQueue& PollQueue() override { return wq_; }
   ssize_t Read(void* buf, size_t count) override;
   ssize_t Write(const void* buf, size_t count) override;
+  // eventfd_read is a read_iter: the 8 bytes may span segments. Writes
+  // keep the per-segment default (eventfd_write is a plain write).
+  ssize_t ReadIter(IoIter& it) override {
+    return ReadIterOneValue(it, sizeof(uint64_t));
+  }
 
  private:
   const bool semaphore_;

@@ -23,6 +23,7 @@
 #include "base/deadline.h"
 #include "base/parker.h"
 #include "core/borrow.h"
+#include "core/io_iter.h"
 #include "core/wait_queue.h"
 
 namespace uepoll::impl {
@@ -65,15 +66,6 @@ int WaitForIo(WaitQueue& q, bool exclusive, SignalRule rule, Ready ready) {
     if ((r & Parker::kInterrupted) && !ready()) return -EINTR;
   }
   return 0;
-}
-
-// Whether copying to or from p would fault in the kernel, as far as uepoll
-// can tell: only the NULL page, which is never mapped. The C API already
-// rejects ranges beyond the user address space (access_ok); any other
-// unmapped buffer crashes the caller instead of failing EFAULT
-// (docs/semantics.md).
-inline bool UserFault(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) < 4096;
 }
 
 // send_sig(SIGPIPE, current, 0): a thread-directed SIGPIPE for the caller.

@@ -1,12 +1,13 @@
 // Pipes, as the kernel's fs/pipe.c (Linux 6.18) behaves.
 //
 // A PipeInode (the kernel's pipe_inode_info) is shared by the two ends. It
-// holds a ring of kPipeSlots page-sized buffers: head_ is the next slot to
+// holds a ring of page-sized buffers of which max_usage_ may be used (16 by
+// default; F_SETPIPE_SZ sets any power of two): head_ is the next slot to
 // fill, tail_ the next to drain. Capacity is counted in slots, not bytes: a
 // slot that a read drained in part still occupies a whole slot, and a write
 // that does not merge into the last slot takes a new one. This is why the
-// writable test is "fewer than 16 slots used" and why writes of up to 4096
-// bytes are atomic (they never span two slots).
+// writable test is "fewer than max_usage_ slots used" and why writes of up
+// to 4096 bytes, vectored or not, are atomic (they never span two slots).
 //
 // Each end is its own File (PipeEnd): the read end is O_RDONLY and hooks
 // watchers on rd_wait_, the write end O_WRONLY on wr_wait_.
@@ -19,7 +20,9 @@
 // (io_wait.h).
 //
 // Invariants (under mu_):
-//  - tail_ <= head_ <= tail_ + kPipeSlots; slots [tail_, head_) hold pages.
+//  - tail_ <= head_ <= tail_ + max_usage_ <= tail_ + ring_mask_ + 1; slots
+//    [tail_, head_) hold pages; the ring is inline_bufs_ while it has 16
+//    slots, a heap array otherwise.
 //  - readers_, writers_ in {0, 1}; the inode is freed when both ends are.
 //  - A slot holds len > 0 bytes at [offset, offset + len) of its page, so
 //    offset + len <= kPipePageSize; only the last slot ever grows (merge).
@@ -27,15 +30,22 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
+#include "base/caps.h"
+#include "base/sys.h"
 #include "core/fd_table.h"
 #include "core/file.h"
+#include "core/io_iter.h"
 #include "sources/io_wait.h"
 #include "sources/pipe_page.h"
 
@@ -59,15 +69,25 @@ class PipeInode {
   PipeInode() = default;
   PipeInode(const PipeInode&) = delete;
   PipeInode& operator=(const PipeInode&) = delete;
-  ~PipeInode() {
-    for (unsigned i = tail_; i != head_; ++i) delete bufs_[i % kPipeSlots].page;
+  ~PipeInode() NO_THREAD_SAFETY_ANALYSIS {  // the last end is gone
+    for (unsigned i = tail_; i != head_; ++i) delete Slot(i).page;
     delete tmp_page_;
+    if (bufs_ != inline_bufs_) DeleteArray(bufs_);
   }
 
   uint32_t PollRead();
   uint32_t PollWrite();
-  ssize_t Read(void* buf, size_t count, bool nonblock);
-  ssize_t Write(const void* buf, size_t count, bool nonblock, bool packet);
+  ssize_t Read(IoIter& to, bool nonblock);
+  ssize_t Write(IoIter& from, bool nonblock, bool packet);
+  // F_GETPIPE_SZ / F_SETPIPE_SZ (pipe_fcntl): the capacity in bytes, or
+  // -errno.
+  long Size() EXCLUDES(mu_) {
+    MutexLock l(mu_);
+    return static_cast<long>(max_usage_) * kPipePageSize;
+  }
+  long SetSize(unsigned int arg) EXCLUDES(mu_);
+  // FIONREAD: the bytes in the pipe.
+  int Unread() EXCLUDES(mu_);
   // pipe_release for one end; frees the inode when both ends are gone.
   void ReleaseEnd(bool reader);
 
@@ -75,8 +95,9 @@ class PipeInode {
   WaitQueue wr_wait_;  // write end's watchers and blocked writers
 
  private:
+  PipeBuf& Slot(unsigned i) REQUIRES(mu_) { return bufs_[i & ring_mask_]; }
   bool EmptyLocked() const REQUIRES(mu_) { return head_ == tail_; }
-  bool FullLocked() const REQUIRES(mu_) { return head_ - tail_ >= kPipeSlots; }
+  bool FullLocked() const REQUIRES(mu_) { return head_ - tail_ >= max_usage_; }
   bool Readable() EXCLUDES(mu_) {
     MutexLock l(mu_);
     return !EmptyLocked() || writers_ == 0;
@@ -90,7 +111,8 @@ class PipeInode {
   // be stale by the time mu_ is taken).
   unsigned PagesWanted(size_t left) const {
     unsigned used = used_hint_.load(std::memory_order_relaxed);
-    unsigned free_slots = used >= kPipeSlots ? 1 : kPipeSlots - used;
+    unsigned max = max_hint_.load(std::memory_order_relaxed);
+    unsigned free_slots = used >= max ? 1 : max - used;
     size_t pages = (left + kPipePageSize - 1) / kPipePageSize;
     return static_cast<unsigned>(std::min<size_t>(pages, free_slots));
   }
@@ -109,7 +131,13 @@ class PipeInode {
   }
 
   Mutex mu_;  // the kernel's pipe->mutex
-  PipeBuf bufs_[kPipeSlots] GUARDED_BY(mu_);
+  // The ring (the kernel's pipe->bufs): ring_mask_ + 1 slots, a power of
+  // two, of which max_usage_ may be used. The default 16 slots live in the
+  // inode itself; F_SETPIPE_SZ beyond that allocates a larger ring.
+  PipeBuf inline_bufs_[kPipeSlots] GUARDED_BY(mu_);
+  PipeBuf* bufs_ GUARDED_BY(mu_) = inline_bufs_;
+  unsigned ring_mask_ GUARDED_BY(mu_) = kPipeSlots - 1;
+  unsigned max_usage_ GUARDED_BY(mu_) = kPipeSlots;
   unsigned head_ GUARDED_BY(mu_) = 0;
   unsigned tail_ GUARDED_BY(mu_) = 0;
   int readers_ GUARDED_BY(mu_) = 1;
@@ -119,10 +147,36 @@ class PipeInode {
   // The kernel's poll_usage: once the pipe was polled, every write wakes
   // rd_wait (epoll's "every write is an edge"). Set, never cleared.
   std::atomic<bool> poll_usage_{false};
-  // head_ - tail_ as last seen under mu_; only sizes the page pre-allocation.
+  // head_ - tail_ and max_usage_ as last seen under mu_; they only size the
+  // page pre-allocation.
   std::atomic<unsigned> used_hint_{0};
+  std::atomic<unsigned> max_hint_{kPipeSlots};
   std::atomic<bool> has_tmp_hint_{false};  // tmp_page_ != nullptr, a hint
   std::atomic<int> ends_{2};
+};
+
+// Pages a read drained, chained through their own first bytes and freed
+// once the pipe's mutex is released (a read may drain any number of
+// slots; the pages are ours, so the chain needs no memory).
+class DrainedPages {
+ public:
+  DrainedPages() = default;
+  DrainedPages(const DrainedPages&) = delete;
+  DrainedPages& operator=(const DrainedPages&) = delete;
+  ~DrainedPages() { FreeAll(); }
+  void Push(Page* p) {
+    std::memcpy(p->bytes, &head_, sizeof head_);
+    head_ = p;
+  }
+  void FreeAll() {
+    while (Page* p = head_) {
+      std::memcpy(&head_, p->bytes, sizeof head_);
+      delete p;
+    }
+  }
+
+ private:
+  Page* head_ = nullptr;
 };
 
 uint32_t PipeInode::PollRead() {
@@ -143,26 +197,29 @@ uint32_t PipeInode::PollWrite() {
   return mask;
 }
 
-ssize_t PipeInode::Read(void* buf, size_t count, bool nonblock) {
-  if (count == 0) return 0;
-  char* out = static_cast<char*>(buf);
-  size_t total = count;
+ssize_t PipeInode::Read(IoIter& to, bool nonblock) {
+  size_t total = to.count();
+  if (total == 0) return 0;
   ssize_t ret = 0;
   bool wake_writer = false;
   bool wake_next_reader = false;
   // Drained pages are freed after mu_ is released, on every way out (a
-  // cancelled sleep included): at most one per slot.
-  PagePool to_free;
+  // cancelled sleep included: the destructor). A resized ring may drain
+  // more than kPipeSlots pages, hence a chain rather than a PagePool.
+  DrainedPages to_free;
   mu_.Lock();
   for (;;) {
     if (!EmptyLocked()) {
-      PipeBuf& b = bufs_[tail_ % kPipeSlots];
+      PipeBuf& b = Slot(tail_);
       size_t chars = std::min<size_t>(b.len, total);
-      if (UserFault(out + ret)) {  // the copy-out faults: nothing consumed
+      // A copy that faults part way leaves the slot as it was (the bytes
+      // before the fault reached the caller's buffer all the same), as
+      // copy_page_to_iter falling short does in pipe_read.
+      size_t written = to.CopyTo(b.page->bytes + b.offset, chars);
+      if (written < chars) {
         if (!ret) ret = -EFAULT;
         break;
       }
-      std::memcpy(out + ret, b.page->bytes + b.offset, chars);
       ret += static_cast<ssize_t>(chars);
       b.offset += static_cast<uint32_t>(chars);
       b.len -= static_cast<uint32_t>(chars);
@@ -175,7 +232,7 @@ ssize_t PipeInode::Read(void* buf, size_t count, bool nonblock) {
         if (!tmp_page_) {
           tmp_page_ = b.page;
         } else {
-          to_free.Put(b.page);
+          to_free.Push(b.page);
         }
         b.page = nullptr;
         ++tail_;
@@ -205,16 +262,15 @@ ssize_t PipeInode::Read(void* buf, size_t count, bool nonblock) {
   }
   if (EmptyLocked()) wake_next_reader = false;
   mu_.Unlock();
+  to_free.FreeAll();
   if (wake_writer) wr_wait_.WakeUp(EPOLLOUT | EPOLLWRNORM, 1);
   if (wake_next_reader) rd_wait_.WakeUp(EPOLLIN | EPOLLRDNORM, 1);
   return ret;
 }
 
-ssize_t PipeInode::Write(const void* buf, size_t count, bool nonblock,
-                         bool packet) {
-  if (count == 0) return 0;
-  const char* in = static_cast<const char*>(buf);
-  size_t left = count;
+ssize_t PipeInode::Write(IoIter& from, bool nonblock, bool packet) {
+  size_t left = from.count();
+  if (left == 0) return 0;
   ssize_t ret = 0;
   bool sigpipe = false;
   bool wake_next_writer = false;
@@ -232,16 +288,19 @@ ssize_t PipeInode::Write(const void* buf, size_t count, bool nonblock,
   }
   {
     // Merge the sub-page remainder into the last slot if it fits whole;
-    // the rest of a large write then starts page-aligned.
+    // the rest of a large write then starts page-aligned. A vectored write
+    // is one write of its total: up to PIPE_BUF it lands in one slot.
     size_t chars = left & (kPipePageSize - 1);
     if (chars && !was_empty) {
-      PipeBuf& last = bufs_[(head_ - 1) % kPipeSlots];
+      PipeBuf& last = Slot(head_ - 1);
       if (!last.packet && last.offset + last.len + chars <= kPipePageSize) {
-        if (UserFault(in)) {
+        // A fault part way merges nothing (the slot's length is not
+        // advanced), as in pipe_write.
+        if (from.CopyFrom(last.page->bytes + last.offset + last.len, chars) !=
+            chars) {
           ret = -EFAULT;
           goto out;
         }
-        std::memcpy(last.page->bytes + last.offset + last.len, in, chars);
         last.len += static_cast<uint32_t>(chars);
         ret = static_cast<ssize_t>(chars);
         left -= chars;
@@ -286,14 +345,15 @@ ssize_t PipeInode::Write(const void* buf, size_t count, bool nonblock,
         pool.Put(page);
         continue;
       }
-      if (UserFault(in + ret)) {  // 6.18 leaves no empty slot behind
+      size_t chunk = std::min(left, kPipePageSize);
+      // A page whose copy faults part way is dropped whole: 6.18 leaves no
+      // slot behind for it, and the bytes before the fault are lost.
+      if (from.CopyFrom(page->bytes, chunk) != chunk) {
         pool.Put(page);
         if (!ret) ret = -EFAULT;
         break;
       }
-      size_t chunk = std::min(left, kPipePageSize);
-      std::memcpy(page->bytes, in + ret, chunk);
-      PipeBuf& b = bufs_[head_ % kPipeSlots];
+      PipeBuf& b = Slot(head_);
       b.page = page;
       b.offset = 0;
       b.len = static_cast<uint32_t>(chunk);
@@ -338,6 +398,90 @@ out:
   return ret;
 }
 
+// fs.pipe-max-size as the kernel has it now (it may change at any time), or
+// its default when it cannot be read.
+unsigned long PipeMaxSize() {
+  constexpr unsigned long kDefault = 1048576;
+  int fd = sys::Open("/proc/sys/fs/pipe-max-size", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return kDefault;
+  char text[32];
+  ssize_t n = sys::Read(fd, text, sizeof text - 1);
+  sys::Close(fd);
+  if (n <= 0) return kDefault;
+  text[n] = '\0';
+  char* end = nullptr;
+  unsigned long v = std::strtoul(text, &end, 10);
+  return end == text ? kDefault : v;
+}
+
+// round_pipe_size: 0 (invalid) above 2^31, else at least a page and a power
+// of two.
+unsigned long RoundPipeSize(unsigned int size) {
+  if (size > (1u << 31)) return 0;
+  if (size < kPipePageSize) return kPipePageSize;
+  return std::bit_ceil(size);
+}
+
+long PipeInode::SetSize(unsigned int arg) {
+  // pipe_set_size's order: the size (EINVAL), growing beyond
+  // fs.pipe-max-size without CAP_SYS_RESOURCE (EPERM), then the contents
+  // (EBUSY). The per-user page limits (fs.pipe-user-pages-*) count the
+  // kernel's pipes of the whole user and are not modelled
+  // (docs/semantics.md).
+  unsigned long size = RoundPipeSize(arg);
+  auto nr_slots = static_cast<unsigned>(size / kPipePageSize);
+  if (nr_slots == 0) return -EINVAL;
+  if (nr_slots > max_hint_.load(std::memory_order_relaxed) &&
+      size > PipeMaxSize() && !HasCapability(CAP_SYS_RESOURCE)) {
+    // Re-checked against the current size below: the hint only spares a
+    // shrink the two syscalls.
+    MutexLock l(mu_);
+    if (nr_slots > max_usage_) return -EPERM;
+  }
+  // The new ring, allocated outside mu_: the inline one when 16 slots are
+  // enough (the ring's size is a power of two at least max_usage_).
+  PipeBuf* fresh = nullptr;
+  if (nr_slots > kPipeSlots) {
+    fresh = NewArray<PipeBuf>(nr_slots);
+    if (!fresh) return -ENOMEM;
+  }
+  PipeBuf* old = nullptr;
+  {
+    MutexLock l(mu_);
+    unsigned used = head_ - tail_;
+    if (used > nr_slots) {  // pipe_resize_ring: the contents do not fit
+      DeleteArray(fresh);
+      return -EBUSY;
+    }
+    PipeBuf* target = fresh ? fresh : inline_bufs_;
+    unsigned target_mask = fresh ? nr_slots - 1 : kPipeSlots - 1;
+    if (target != bufs_) {
+      for (unsigned i = 0; i < used; ++i) target[i] = Slot(tail_ + i);
+      if (bufs_ != inline_bufs_) old = bufs_;
+      bufs_ = target;
+      ring_mask_ = target_mask;
+      tail_ = 0;
+      head_ = used;
+    }
+    max_usage_ = nr_slots;
+    max_hint_.store(nr_slots, std::memory_order_relaxed);
+    SyncHint();
+  }
+  DeleteArray(old);
+  // "This might have made more room for writers": pipe_resize_ring wakes
+  // one writer with no hint after every resize, a shrink included (an
+  // edge for edge-triggered watchers of the write end).
+  wr_wait_.WakeUp(0, 1);
+  return static_cast<long>(size);
+}
+
+int PipeInode::Unread() {
+  MutexLock l(mu_);
+  size_t n = 0;
+  for (unsigned i = tail_; i != head_; ++i) n += Slot(i).len;
+  return static_cast<int>(n);
+}
+
 void PipeInode::ReleaseEnd(bool reader) {
   bool wake;
   {
@@ -370,12 +514,30 @@ class PipeEnd final : public File {
     return reader_ ? inode_->rd_wait_ : inode_->wr_wait_;
   }
   ssize_t Read(void* buf, size_t count) override {
-    if (!reader_) return -EBADF;
-    return inode_->Read(buf, count, nonblock());
+    iovec seg;
+    IoIter it = IoIter::Single(buf, count, seg);
+    return ReadIter(it);
   }
   ssize_t Write(const void* buf, size_t count) override {
+    iovec seg;
+    IoIter it = IoIter::Single(const_cast<void*>(buf), count, seg);
+    return WriteIter(it);
+  }
+  ssize_t ReadIter(IoIter& it) override {
+    if (!reader_) return -EBADF;
+    return inode_->Read(it, nonblock());
+  }
+  ssize_t WriteIter(IoIter& it) override {
     if (reader_) return -EBADF;
-    return inode_->Write(buf, count, nonblock(), flags() & O_DIRECT);
+    return inode_->Write(it, nonblock(), flags() & O_DIRECT);
+  }
+  // pipe_ioctl: FIONREAD on either end; nothing else.
+  int Ioctl(unsigned long cmd, unsigned long arg) override {
+    if (cmd != FIONREAD) return -ENOTTY;
+    int n = inode_->Unread();
+    if (UserFault(reinterpret_cast<void*>(arg))) return -EFAULT;
+    std::memcpy(reinterpret_cast<void*>(arg), &n, sizeof n);
+    return 0;
   }
   // Pipes have FMODE_CAN_ODIRECT: F_SETFL may switch packet mode.
   int SetStatusFlags(uint32_t arg) override {
@@ -384,6 +546,7 @@ class PipeEnd final : public File {
     set_flags((old & ~kSettable) | (arg & kSettable));
     return 0;
   }
+  PipeInode* inode() const { return inode_; }
 
  protected:
   void Release() override {
@@ -434,6 +597,21 @@ int CreatePipe(int fds[2], int flags) {
   }
   table.InstallReserved2(idx, r, w, flags & O_CLOEXEC, fds);
   return 0;
+}
+
+long PipeFcntl(File* f, int cmd, unsigned long arg) {
+  // get_pipe_info: any other kind of file is EBADF.
+  if (f->kind() != FileKind::kPipe) return -EBADF;
+  PipeInode* inode = static_cast<PipeEnd*>(f)->inode();
+  switch (cmd) {
+    case F_GETPIPE_SZ:
+      return inode->Size();
+    case F_SETPIPE_SZ:
+      // pipe_fcntl takes the argument as an unsigned int.
+      return inode->SetSize(static_cast<unsigned int>(arg));
+    default:
+      return -EINVAL;
+  }
 }
 
 }  // namespace uepoll::impl

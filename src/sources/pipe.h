@@ -5,8 +5,14 @@
 
 namespace uepoll::impl {
 
+class File;
+
 // uepoll_pipe2: flags O_CLOEXEC | O_NONBLOCK | O_DIRECT. 0 or -errno.
 int CreatePipe(int fds[2], int flags);
+
+// fcntl F_GETPIPE_SZ / F_SETPIPE_SZ on f: the pipe's capacity in bytes, or
+// -errno (EBADF when f is not a pipe, as the kernel's get_pipe_info).
+long PipeFcntl(File* f, int cmd, unsigned long arg);
 
 }  // namespace uepoll::impl
 

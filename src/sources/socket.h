@@ -1,4 +1,4 @@
-// Stream socket pairs (the kernel's AF_UNIX SOCK_STREAM). See socket.cc.
+// AF_UNIX socket pairs (stream, datagram, seqpacket). See unix_common.h.
 #ifndef UEPOLL_SRC_SOURCES_SOCKET_H_
 #define UEPOLL_SRC_SOURCES_SOCKET_H_
 

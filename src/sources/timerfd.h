@@ -45,6 +45,11 @@ class TimerFd final : public File {
   uint32_t Poll(int depth) override;
   WaitQueue& PollQueue() override { return wq_; }
   ssize_t Read(void* buf, size_t count) override;
+  // timerfd_read is a read_iter (as on Linux 6.18): the 8 bytes may span
+  // segments.
+  ssize_t ReadIter(IoIter& it) override {
+    return ReadIterOneValue(it, sizeof(uint64_t));
+  }
 
   // timerfd_settime after the argument checks: arms (or disarms) the timer
   // and fills *old. 0, -ECANCELED (armed all the same, *old unset) or

@@ -728,5 +728,43 @@ TEST_F(CxxSocket, CreateWithBadFlagsFailsEinval) {
   EXPECT_FALSE(sp.second);
 }
 
+TEST_F(CxxSocket, TypeInTheFlagsMakesADatagramOrSeqpacketPair) {
+  for (int type : {SOCK_DGRAM, SOCK_SEQPACKET}) {
+    SCOPED_TRACE(type);
+    auto [a, b] = SocketPair::create(type | SOCK_NONBLOCK);
+    EXPECT_EQ(a.send(Bytes("ab"), 0), 2u);
+    EXPECT_EQ(a.send(Bytes("cde"), 0), 3u);
+    std::array<std::byte, 16> buf{};
+    // MSG_PEEK leaves the message; MSG_TRUNC returns its whole length.
+    std::size_t n = b.recv(std::span(buf).first(1), MSG_PEEK | MSG_TRUNC);
+    EXPECT_EQ(n, 2u);
+    n = b.recv(buf, 0);
+    EXPECT_EQ(Text(std::span(buf).first(n)), "ab");
+    n = b.recv(buf, 0);
+    EXPECT_EQ(Text(std::span(buf).first(n)), "cde");
+    std::error_code ec = Stale();
+    EXPECT_EQ(b.recv(buf, 0, ec), 0u);
+    EXPECT_EQ(ec, Errno(EAGAIN));
+  }
+}
+
+TEST_F(CxxSocket, SendWithNosignalToAClosedPeerFailsEpipe) {
+  SocketPair sp = SocketPair::create();
+  sp.second.close();
+  // No SIGPIPE: the test process would die of it.
+  EXPECT_EQ(ThrownCode([&] { sp.first.send(Bytes("x"), MSG_NOSIGNAL); }),
+            Errno(EPIPE));
+  std::error_code ec;
+  EXPECT_EQ(sp.first.send(Bytes("x"), MSG_NOSIGNAL, ec), 0u);
+  EXPECT_EQ(ec, Errno(EPIPE));
+}
+
+TEST_F(CxxSocket, RecvDontwaitOnABlockingSocketFailsEagain) {
+  SocketPair sp = SocketPair::create();
+  std::array<std::byte, 4> buf{};
+  EXPECT_EQ(ThrownCode([&] { (void)sp.first.recv(buf, MSG_DONTWAIT); }),
+            Errno(EAGAIN));
+}
+
 }  // namespace
 }  // namespace uepoll_test

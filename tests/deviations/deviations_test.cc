@@ -4,7 +4,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -51,23 +54,78 @@ TEST_F(Deviations, EventfdReadIntoNullFailsWithoutConsuming) {
   EXPECT_EQ(uepoll_close(efd), 0);
 }
 
-// D3: fcntl knows the descriptor and status-flag commands only.
-TEST_F(Deviations, FcntlPipeSizeIsEinval) {
+// D3: fcntl answers the descriptor, status-flag and pipe-size commands;
+// the owner and signal commands are EINVAL (the kernel answers F_GETOWN
+// with 0 on a pipe).
+TEST_F(Deviations, FcntlOwnerIsEinval) {
   int p[2];
   ASSERT_EQ(uepoll_pipe(p), 0);
-  EXPECT_EQ(uepoll_fcntl(p[0], F_GETPIPE_SZ), -1);
+  EXPECT_EQ(uepoll_fcntl(p[0], F_GETOWN), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(uepoll_fcntl(p[0], F_SETOWN, getpid()), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(uepoll_fcntl(p[0], F_GETSIG), -1);
   EXPECT_EQ(errno, EINVAL);
   EXPECT_EQ(uepoll_close(p[0]), 0);
   EXPECT_EQ(uepoll_close(p[1]), 0);
 }
 
-// D4: AF_UNIX datagram and seqpacket pairs are not implemented.
-TEST_F(Deviations, UnixDatagramAndSeqpacketPairsAreEopnotsupp) {
+// D26: a stream pair has no out-of-band data: send(MSG_OOB) fails
+// EOPNOTSUPP and queues nothing (the kernel queues one urgent byte).
+TEST_F(Deviations, StreamSendOobIsEopnotsupp) {
   int sv[2];
-  EXPECT_EQ(uepoll_socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), -1);
+  ASSERT_EQ(uepoll_socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+  EXPECT_EQ(uepoll_send(sv[0], "x", 1, MSG_OOB), -1);
   EXPECT_EQ(errno, EOPNOTSUPP);
-  EXPECT_EQ(uepoll_socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), -1);
+  char c;
+  EXPECT_EQ(uepoll_recv(sv[1], &c, 1, 0), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_EQ(uepoll_close(sv[0]), 0);
+  EXPECT_EQ(uepoll_close(sv[1]), 0);
+}
+
+// D27: a uepoll descriptor cannot travel over a kernel socket (the kernel
+// would pass its placeholder): sendmsg fails EOPNOTSUPP and sends nothing.
+TEST_F(Deviations, UepollDescriptorOverAKernelSocketIsEopnotsupp) {
+  int ksv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, ksv), 0);
+  int efd = uepoll_eventfd(0, 0);
+  ASSERT_GE(efd, 0);
+  char byte = 'x';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl;
+  msg.msg_controllen = sizeof ctl;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &efd, sizeof efd);
+  EXPECT_EQ(uepoll_sendmsg(ksv[0], &msg, 0), -1);
   EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(::recv(ksv[1], &byte, 1, 0), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  EXPECT_EQ(uepoll_close(efd), 0);
+  ::close(ksv[0]);
+  ::close(ksv[1]);
+}
+
+// D28: signal-driven I/O is not modelled: FIOASYNC on fails ENOTTY (the
+// kernel turns on O_ASYNC for a pipe); off succeeds.
+TEST_F(Deviations, FioasyncOnIsEnotty) {
+  int p[2];
+  ASSERT_EQ(uepoll_pipe(p), 0);
+  int on = 1;
+  EXPECT_EQ(uepoll_ioctl(p[0], FIOASYNC, &on), -1);
+  EXPECT_EQ(errno, ENOTTY);
+  EXPECT_EQ(uepoll_fcntl(p[0], F_GETFL) & O_ASYNC, 0);
+  int off = 0;
+  EXPECT_EQ(uepoll_ioctl(p[0], FIOASYNC, &off), 0);
+  EXPECT_EQ(uepoll_close(p[0]), 0);
+  EXPECT_EQ(uepoll_close(p[1]), 0);
 }
 
 // D14: a failed socketpair leaves sv as it was.

@@ -109,7 +109,8 @@ const char* KName(K k) {
       "kEventfd", "kPipe2",    "kSocketpair", "kEpollCreate", "kEpollCreate1",
       "kCtl",     "kWait",     "kPoll",       "kPollAll",     "kRead",
       "kWrite",   "kShutdown", "kDup",        "kDup2",        "kDup3",
-      "kFcntl",   "kClose",    "kCount"};
+      "kFcntl",   "kClose",    "kReadv",      "kWritev",      "kSend",
+      "kRecv",    "kIoctl",    "kCount"};
   return kNames[static_cast<int>(k)];
 }
 
@@ -194,6 +195,24 @@ std::string Describe(const Op& op) {
       break;
     case K::kClose:
       snprintf(b, sizeof b, "close(%s)", H(op.h[0]).c_str());
+      break;
+    case K::kReadv:
+    case K::kWritev:
+      snprintf(b, sizeof b,
+               "%s(%s, %" PRId64 " bytes in %" PRId64 " segments%s)",
+               op.k == K::kReadv ? "readv" : "writev", H(op.h[0]).c_str(), op.a,
+               op.b, op.k == K::kWritev ? ", pattern" : "");
+      break;
+    case K::kSend:
+    case K::kRecv:
+      snprintf(b, sizeof b,
+               "%s(%s, %" PRId64 " bytes, flags 0x%" PRIx64 "|DONTWAIT)",
+               op.k == K::kSend ? "send" : "recv", H(op.h[0]).c_str(), op.a,
+               op.b);
+      break;
+    case K::kIoctl:
+      snprintf(b, sizeof b, "ioctl(%s, 0x%" PRIx64 ")", H(op.h[0]).c_str(),
+               op.a);
       break;
     case K::kCount:
       return "(end of sequence)";

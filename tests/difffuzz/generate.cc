@@ -2,10 +2,12 @@
 // table (see interp.h).
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <cinttypes>
@@ -76,6 +78,11 @@ Op Session::Generate(Chooser& ch) const {
       1,                   // dup3
       2,                   // fcntl
       open > 30 ? 12 : 4,  // close
+      4,                   // readv
+      4,                   // writev
+      5,                   // send
+      5,                   // recv
+      2,                   // ioctl
   };
   int total = 0;
   for (int x : w) total += x;
@@ -119,10 +126,14 @@ Op Session::Generate(Chooser& ch) const {
       break;
     case K::kSocketpair: {
       op.a = AF_UNIX;
-      op.b = SOCK_STREAM | SOCK_NONBLOCK | (ch.OneIn(4) ? SOCK_CLOEXEC : 0);
+      {
+        static const int64_t kTypes[] = {SOCK_STREAM, SOCK_STREAM, SOCK_DGRAM,
+                                         SOCK_SEQPACKET};
+        op.b = kTypes[ch.Below(4)] | SOCK_NONBLOCK |
+               (ch.OneIn(4) ? SOCK_CLOEXEC : 0);
+      }
       op.c = 0;
-      // Invalid arguments (never SOCK_DGRAM/SEQPACKET/RAW: unsupported by
-      // uepoll, a documented deviation).
+      // Invalid arguments.
       switch (ch.Below(60)) {
         case 0:
           op.a = AF_INET;
@@ -293,8 +304,15 @@ Op Session::Generate(Chooser& ch) const {
     case K::kFcntl: {
       op.h[0] = PickHandle(ch, -1);
       static const int64_t kCmds[] = {
-          F_GETFL, F_SETFL, F_GETFD, F_SETFD, F_DUPFD, F_DUPFD_CLOEXEC, 9999};
-      op.a = kCmds[ch.Below(7)];
+          F_GETFL,         F_SETFL,      F_GETFD,      F_SETFD, F_DUPFD,
+          F_DUPFD_CLOEXEC, F_GETPIPE_SZ, F_SETPIPE_SZ, 9999};
+      op.a = kCmds[ch.Below(9)];
+      if (op.a == F_SETPIPE_SZ) {
+        // Shrinking below the content (EBUSY), rounding, the smallest size.
+        static const int64_t kSizes[] = {0,    1,     4096,   5000,
+                                         8192, 65536, 1 << 20};
+        op.b = kSizes[ch.Below(7)];
+      }
       if (op.a == F_SETFL) op.b = ch.OneIn(3) ? O_DIRECT : 0;
       if (op.a == F_SETFD) op.b = ch.Below(2);
       if (op.a == F_DUPFD || op.a == F_DUPFD_CLOEXEC) {
@@ -305,6 +323,64 @@ Op Session::Generate(Chooser& ch) const {
     case K::kClose:
       op.h[0] = PickHandle(ch, -1);
       break;
+    case K::kReadv:
+    case K::kWritev: {
+      int want = source_kind();
+      if (op.k == K::kReadv && want == kPipeWr) want = kPipeRd;
+      if (op.k == K::kWritev && want == kPipeRd) want = kPipeWr;
+      op.h[0] = PickHandle(ch, ch.OneIn(20) ? -1 : want);
+      uint32_t r = ch.Below(10);
+      if (want == kEfd && r < 7) {
+        op.a = 8;
+      } else if (r < 2) {
+        static const int64_t kOdd[] = {0, 1, 7, 9, 16};
+        op.a = kOdd[ch.Below(5)];
+      } else if (r < 7) {
+        op.a = 1 + ch.Below(300);
+      } else {
+        static const int64_t kBig[] = {4095, 4096, 4097, 8193, 65536, 70000};
+        op.a = kBig[ch.Below(6)];
+      }
+      op.b = ch.Below(5);
+      if (ch.OneIn(30)) op.b = 5;  // beyond the array: a short iovcnt
+      op.c = small_or_big();
+      break;
+    }
+    case K::kSend:
+    case K::kRecv: {
+      // Mostly sockets; now and then another object (ENOTSOCK).
+      op.h[0] = PickHandle(ch, ch.OneIn(8) ? -1 : kSock);
+      uint32_t r = ch.Below(10);
+      if (r < 2) {
+        static const int64_t kOdd[] = {0, 1, 7, 9, 16};
+        op.a = kOdd[ch.Below(5)];
+      } else if (r < 8) {
+        op.a = 1 + ch.Below(300);
+      } else {
+        static const int64_t kBig[] = {4096, 36544, 65536, 70000};
+        op.a = kBig[ch.Below(4)];
+      }
+      // MSG_OOB only on receives: a stream send of it is a documented
+      // deviation (docs/semantics.md D26).
+      static const int64_t kSendFlags[] = {0, MSG_NOSIGNAL, MSG_EOR, MSG_MORE,
+                                           MSG_CONFIRM};
+      static const int64_t kRecvFlags[] = {
+          0,           MSG_PEEK, MSG_TRUNC,       MSG_PEEK | MSG_TRUNC,
+          MSG_WAITALL, MSG_OOB,  MSG_CMSG_CLOEXEC};
+      if (op.k == K::kSend) {
+        op.b = kSendFlags[ch.Below(5)] | (ch.OneIn(2) ? MSG_NOSIGNAL : 0);
+      } else {
+        op.b = kRecvFlags[ch.Below(7)];
+      }
+      op.c = small_or_big();
+      break;
+    }
+    case K::kIoctl: {
+      op.h[0] = PickHandle(ch, -1);
+      static const int64_t kReqs[] = {FIONREAD, SIOCOUTQ, FIONBIO, TCGETS};
+      op.a = kReqs[ch.Below(4)];
+      break;
+    }
     case K::kCount:
       break;
   }

@@ -13,9 +13,11 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -46,6 +48,21 @@ bool ReturnsFd(const Op& op) {
       return op.a == F_DUPFD || op.a == F_DUPFD_CLOEXEC;
     default:
       return false;
+  }
+}
+
+// The count n split over nseg segments of buf, unevenly (the first gets
+// the odd bytes, one in the middle is empty when there are four), so that
+// segment boundaries fall inside messages and pages.
+void SplitSegments(unsigned char* buf, size_t n, struct iovec* iov, int nseg) {
+  size_t off = 0;
+  for (int i = 0; i < nseg; ++i) {
+    size_t len = nseg == 4 && i == 2 ? 0 : n / static_cast<size_t>(nseg);
+    if (i == 0) len += n % static_cast<size_t>(nseg);
+    if (i == nseg - 1) len = n - off;
+    iov[i].iov_base = buf + off;
+    iov[i].iov_len = len;
+    off += len;
   }
 }
 
@@ -275,6 +292,47 @@ Outcome Session::Exec(bool kernel, const Op& op, Fds f[4]) {
     case K::kClose:
       o.ret = b.close(fd(0));
       break;
+    case K::kReadv:
+    case K::kWritev: {
+      size_t n = static_cast<size_t>(op.a);
+      if (n > static_cast<size_t>(kMaxWrite)) n = kMaxWrite;
+      struct iovec iov[4];
+      int nseg = static_cast<int>(op.b & 7);
+      if (nseg > 4) nseg = 4;
+      SplitSegments(buf, n, iov, nseg);
+      if (op.k == K::kWritev) {
+        FillPattern(buf, n, op.c);
+        o.ret = b.writev(fd(0), iov, nseg);
+      } else {
+        o.ret = b.readv(fd(0), iov, nseg);
+        if (o.ret > 0) o.out.push_back(Fnv(buf, static_cast<size_t>(o.ret)));
+      }
+      break;
+    }
+    case K::kSend: {
+      size_t n = static_cast<size_t>(op.a);
+      if (n > static_cast<size_t>(kMaxWrite)) n = kMaxWrite;
+      FillPattern(buf, n, op.c);
+      o.ret = b.send(fd(0), buf, n, static_cast<int>(op.b) | MSG_DONTWAIT);
+      break;
+    }
+    case K::kRecv: {
+      size_t n = static_cast<size_t>(op.a);
+      if (n > static_cast<size_t>(kMaxWrite)) n = kMaxWrite;
+      o.ret = b.recv(fd(0), buf, n, static_cast<int>(op.b) | MSG_DONTWAIT);
+      // With MSG_TRUNC a datagram's whole length comes back; only n bytes
+      // were copied.
+      if (o.ret > 0) {
+        o.out.push_back(Fnv(buf, std::min(n, static_cast<size_t>(o.ret))));
+      }
+      break;
+    }
+    case K::kIoctl: {
+      int value = op.a == FIONBIO ? 1 : -7;
+      o.ret = b.ioctl(fd(0), static_cast<unsigned long>(op.a), &value);
+      if (o.ret == 0) o.out.push_back(static_cast<uint32_t>(value));
+      break;
+    }
     case K::kCount:
       break;
   }
@@ -300,7 +358,7 @@ bool Session::Run(const Op& op, size_t index, Mismatch* m) {
   Fds f[4];
   for (int i = 0; i < 4; ++i) f[i] = Resolve(op.h[i]);
   Op eff = op;
-  if (op.k == K::kWrite) {
+  if (op.k == K::kWrite || op.k == K::kWritev || op.k == K::kSend) {
     // Sockets: short writes, and none once the kernel's send queue is
     // beyond kSocketQueueCap (decided from the kernel alone, so that both
     // sides skip or run the same ops).

@@ -49,6 +49,13 @@ enum class K : uint8_t {
   kDup3,          // h0 = old, h1 = new, b = flags
   kFcntl,         // h0 = fd, a = cmd, b = arg
   kClose,         // h0 = fd
+  // The I/O surface of issue 12 (appended, so that older encodings keep
+  // their meaning):
+  kReadv,   // h0 = fd, a = count, b = segments (0..4: the count split)
+  kWritev,  // h0 = fd, a = count, b = segments, c = pattern seed
+  kSend,    // h0 = fd, a = count, b = MSG_* flags, c = pattern seed
+  kRecv,    // h0 = fd, a = count, b = MSG_* flags
+  kIoctl,   // h0 = fd, a = request (FIONREAD, SIOCOUTQ, FIONBIO on)
   kCount
 };
 

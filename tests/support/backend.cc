@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -24,6 +25,23 @@ int KPoll(struct pollfd* fds, nfds_t n, int timeout) {
   return static_cast<int>(::syscall(SYS_poll, fds, n, timeout));
 }
 
+// The raw syscall with a copy of the timeout, which is what glibc's ppoll
+// does; raw for the reason KPoll is.
+int KPpoll(struct pollfd* fds, nfds_t n, const struct timespec* timeout,
+           const sigset_t* mask) {
+  struct timespec copy;
+  if (timeout) copy = *timeout;
+  return static_cast<int>(::syscall(SYS_ppoll, fds, n,
+                                    timeout ? &copy : nullptr, mask,
+                                    mask ? _NSIG / 8 : 0));
+}
+int KIoctl(int fd, unsigned long request, void* arg) {
+  return ::ioctl(fd, request, arg);
+}
+int UIoctl(int fd, unsigned long request, void* arg) {
+  return uepoll_ioctl(fd, request, arg);
+}
+
 long KSetLimit(long limit) {
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
@@ -37,6 +55,8 @@ const Backend kKernel = {
     "kernel", true, ::epoll_create, ::epoll_create1, ::epoll_ctl, ::epoll_wait,
     ::epoll_pwait, ::epoll_pwait2, KEventfd, ::pipe, ::pipe2, ::socketpair,
     ::shutdown, ::read, ::write, ::close, ::dup, ::dup2, ::dup3, KFcntl, KPoll,
+    ::readv, ::writev, ::preadv, ::pwritev, ::send, ::recv, ::sendto,
+    ::recvfrom, ::sendmsg, ::recvmsg, KPpoll, ::select, ::pselect, KIoctl,
     KSetLimit,
     // Just below RLIMIT_NOFILE's usual soft limit: never open in the tests.
     1000, ::timerfd_create, ::timerfd_settime, ::timerfd_gettime};
@@ -54,7 +74,10 @@ const Backend kUepoll = {
     uepoll_epoll_ctl, uepoll_epoll_wait, uepoll_epoll_pwait,
     uepoll_epoll_pwait2, uepoll_eventfd, uepoll_pipe, uepoll_pipe2,
     uepoll_socketpair, uepoll_shutdown, uepoll_read, uepoll_write, uepoll_close,
-    uepoll_dup, uepoll_dup2, uepoll_dup3, UFcntl, uepoll_poll, USetLimit,
+    uepoll_dup, uepoll_dup2, uepoll_dup3, UFcntl, uepoll_poll, uepoll_readv,
+    uepoll_writev, uepoll_preadv, uepoll_pwritev, uepoll_send, uepoll_recv,
+    uepoll_sendto, uepoll_recvfrom, uepoll_sendmsg, uepoll_recvmsg,
+    uepoll_ppoll, uepoll_select, uepoll_pselect, UIoctl, USetLimit,
     // As for the kernel: uepoll numbers are small.
     1000, uepoll_timerfd_create, uepoll_timerfd_settime,
     uepoll_timerfd_gettime};

@@ -7,7 +7,10 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include <string>
@@ -38,6 +41,25 @@ struct Backend {
   int (*dup3)(int oldfd, int newfd, int flags);
   int (*fcntl)(int fd, int cmd, long arg);
   int (*poll)(struct pollfd* fds, nfds_t n, int timeout);
+  ssize_t (*readv)(int fd, const struct iovec* iov, int iovcnt);
+  ssize_t (*writev)(int fd, const struct iovec* iov, int iovcnt);
+  ssize_t (*preadv)(int fd, const struct iovec* iov, int iovcnt, off_t off);
+  ssize_t (*pwritev)(int fd, const struct iovec* iov, int iovcnt, off_t off);
+  ssize_t (*send)(int fd, const void* buf, size_t n, int flags);
+  ssize_t (*recv)(int fd, void* buf, size_t n, int flags);
+  ssize_t (*sendto)(int fd, const void* buf, size_t n, int flags,
+                    const struct sockaddr* addr, socklen_t addrlen);
+  ssize_t (*recvfrom)(int fd, void* buf, size_t n, int flags,
+                      struct sockaddr* addr, socklen_t* addrlen);
+  ssize_t (*sendmsg)(int fd, const struct msghdr* msg, int flags);
+  ssize_t (*recvmsg)(int fd, struct msghdr* msg, int flags);
+  // ppoll as glibc's (the timeout is not written back).
+  int (*ppoll)(struct pollfd* fds, nfds_t n, const struct timespec* timeout,
+               const sigset_t* mask);
+  int (*select)(int n, fd_set* r, fd_set* w, fd_set* e, struct timeval* tv);
+  int (*pselect)(int n, fd_set* r, fd_set* w, fd_set* e,
+                 const struct timespec* timeout, const sigset_t* mask);
+  int (*ioctl)(int fd, unsigned long request, void* arg);
   // The descriptor limit: RLIMIT_NOFILE for the kernel, uepoll's own limit
   // for uepoll. Returns the previous limit, or -1.
   long (*set_fd_limit)(long limit);

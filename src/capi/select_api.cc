@@ -1,0 +1,257 @@
+// uepoll_select and uepoll_pselect over any mix of uepoll and kernel
+// descriptors, as fs/select.c (Linux 6.18) answers through glibc.
+//
+// Sets that hold no uepoll descriptor go to libc whole. Otherwise:
+//   1. the kernel descriptors of the sets (uepoll bits cleared) are checked
+//      by the kernel's own select with a zero timeout: a number that is not
+//      open is EBADF there (max_select_fd), exactly as the kernel decides
+//      it, and nothing more is asked of it;
+//   2. every descriptor of the sets becomes a pollfd with the events select
+//      waits for (POLLIN_SET, POLLOUT_SET, POLLEX_SET), and the poll
+//      engine waits (capi/poll_core.h); a kernel descriptor that poll
+//      reports POLLNVAL (closed meanwhile, or an O_PATH file, which select
+//      skips) or an entry whose only news is for a set it is not in, is
+//      dropped from later passes, so nothing spins;
+//   3. the result sets hold the bits of the ready descriptors, and the
+//      count is the number of bits set, as do_select counts.
+// select writes the time left back into *timeout (glibc passes the
+// kernel's write-back through); pselect does not (glibc hands the kernel a
+// copy). The sets are written on success and on a timeout, never on an
+// error, as core_sys_select does.
+//
+// Deviation (docs/semantics.md D28): with a uepoll descriptor in the sets,
+// all nfds bits of each set are read; the kernel reads only as many as its
+// descriptor table has slots.
+#include <errno.h>
+#include <poll.h>
+#include <sys/select.h>
+
+#include <climits>
+#include <cstdint>
+#include <cstring>
+
+#include <uepoll/uepoll.h>
+
+#include "base/alloc.h"
+#include "base/deadline.h"
+#include "base/sys.h"
+#include "capi/errors.h"
+#include "capi/poll_core.h"
+#include "core/fd_table.h"
+#include "core/io_iter.h"
+
+namespace uepoll::impl {
+namespace {
+
+constexpr short kInSet = POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR;
+constexpr short kOutSet = POLLOUT | POLLWRNORM | POLLWRBAND | POLLERR;
+constexpr short kExSet = POLLPRI;
+constexpr int kWordBits = 64;
+
+using Word = uint64_t;
+
+bool Bit(const Word* set, int fd) {
+  return set && ((set[fd / kWordBits] >> (fd % kWordBits)) & 1u);
+}
+void SetBit(Word* set, int fd) {
+  set[fd / kWordBits] |= Word{1} << (fd % kWordBits);
+}
+
+// Scratch for one call: the three input sets (copied, as get_fd_set does),
+// the three kernel-only sets, and the pollfd array.
+class SelectScratch {
+ public:
+  ~SelectScratch() {
+    DeleteArray(words_);
+    DeleteArray(fds_);
+  }
+  bool Alloc(size_t nwords, size_t nfds) {
+    words_ = NewArray<Word>(nwords * 6);
+    fds_ = NewArray<pollfd>(nfds ? nfds : 1);
+    return words_ && fds_;
+  }
+  Word* words(int i, size_t nwords) { return words_ + i * nwords; }
+  pollfd* fds() { return fds_; }
+
+ private:
+  Word* words_ = nullptr;
+  pollfd* fds_ = nullptr;
+};
+
+// Whether the first n bits of the sets name a uepoll descriptor; false
+// when n <= 0 or a set cannot be read (libc then answers the whole call).
+bool HasUepoll(int n, const fd_set* r, const fd_set* w, const fd_set* e) {
+  const Word* sets[3] = {reinterpret_cast<const Word*>(r),
+                         reinterpret_cast<const Word*>(w),
+                         reinterpret_cast<const Word*>(e)};
+  if (n <= 0) return false;
+  for (const Word* set : sets) {
+    if (set && UserFault(set)) return false;
+  }
+  for (int fd = 0; fd < n; ++fd) {
+    if ((Bit(sets[0], fd) || Bit(sets[1], fd) || Bit(sets[2], fd)) &&
+        FdTable::Get().IsOpen(fd)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// After HasUepoll: n > 0, the sets are readable and hold a uepoll
+// descriptor.
+int Select(int n, fd_set* rset, fd_set* wset, fd_set* eset,
+           const Deadline& deadline, const sigset_t* mask) {
+  size_t nwords = (static_cast<size_t>(n) + kWordBits - 1) / kWordBits;
+  Word* user[3] = {reinterpret_cast<Word*>(rset), reinterpret_cast<Word*>(wset),
+                   reinterpret_cast<Word*>(eset)};
+  size_t total = 0;
+  for (int fd = 0; fd < n; ++fd) {
+    if (Bit(user[0], fd) || Bit(user[1], fd) || Bit(user[2], fd)) ++total;
+  }
+  SelectScratch scratch;
+  if (!scratch.Alloc(nwords, total)) return -ENOMEM;
+  Word* in[3];
+  Word* kern[3];
+  for (int s = 0; s < 3; ++s) {
+    in[s] = user[s] ? scratch.words(s, nwords) : nullptr;
+    kern[s] = user[s] ? scratch.words(3 + s, nwords) : nullptr;
+    if (in[s]) std::memcpy(in[s], user[s], nwords * sizeof(Word));
+  }
+  // 1. The kernel's verdict on its own descriptors.
+  pollfd* fds = scratch.fds();
+  size_t m = 0;
+  bool any_kernel = false;
+  for (int fd = 0; fd < n; ++fd) {
+    short events = 0;
+    if (Bit(in[0], fd)) events |= kInSet & ~(POLLHUP | POLLERR);
+    if (Bit(in[1], fd)) events |= kOutSet & ~POLLERR;
+    if (Bit(in[2], fd)) events |= kExSet;
+    if (!Bit(in[0], fd) && !Bit(in[1], fd) && !Bit(in[2], fd)) continue;
+    bool mine = FdTable::Get().IsOpen(fd);
+    if (!mine) {
+      any_kernel = true;
+      for (int s = 0; s < 3; ++s) {
+        if (Bit(in[s], fd)) SetBit(kern[s], fd);
+      }
+    }
+    fds[m++] = pollfd{fd, events, 0};
+  }
+  if (any_kernel) {
+    timespec zero{0, 0};
+    if (sys::Pselect(n, reinterpret_cast<fd_set*>(kern[0]),
+                     reinterpret_cast<fd_set*>(kern[1]),
+                     reinterpret_cast<fd_set*>(kern[2]), &zero, nullptr) < 0) {
+      return -errno;
+    }
+  }
+  // 2. Wait until some descriptor is ready for a set it is in.
+  for (;;) {
+    timespec left;
+    int r = PollFds(fds, m, deadline, deadline.RemainingTimespec(&left), mask);
+    if (r < 0) return r;
+    int count = 0;
+    for (int s = 0; s < 3; ++s) {
+      if (in[s]) std::memset(kern[s], 0, nwords * sizeof(Word));
+    }
+    for (size_t i = 0; i < m; ++i) {
+      pollfd& p = fds[i];
+      if (p.fd < 0 || !p.revents) continue;
+      bool hit = false;
+      if (!(p.revents & POLLNVAL)) {
+        if (Bit(in[0], p.fd) && (p.revents & kInSet)) {
+          SetBit(kern[0], p.fd);
+          hit = true;
+          ++count;
+        }
+        if (Bit(in[1], p.fd) && (p.revents & kOutSet)) {
+          SetBit(kern[1], p.fd);
+          hit = true;
+          ++count;
+        }
+        if (Bit(in[2], p.fd) && (p.revents & kExSet)) {
+          SetBit(kern[2], p.fd);
+          hit = true;
+          ++count;
+        }
+      }
+      // Nothing select reports: skip it from now on (see above).
+      if (!hit) p.fd = -1;
+    }
+    if (count || r == 0) {
+      // 3. A result (or the timeout: every set comes back empty).
+      for (int s = 0; s < 3; ++s) {
+        if (user[s]) std::memcpy(user[s], kern[s], nwords * sizeof(Word));
+      }
+      return count;
+    }
+    if (deadline.Expired()) {
+      for (int s = 0; s < 3; ++s) {
+        if (user[s]) std::memset(user[s], 0, nwords * sizeof(Word));
+      }
+      return 0;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace uepoll::impl
+
+using uepoll::impl::Deadline;
+using uepoll::impl::ToErrno;
+namespace sys = uepoll::impl::sys;
+
+extern "C" {
+
+int uepoll_select(int nfds, fd_set* readfds, fd_set* writefds,
+                  fd_set* exceptfds, struct timeval* timeout) {
+  if (!uepoll::impl::HasUepoll(nfds, readfds, writefds, exceptfds)) {
+    return sys::Select(nfds, readfds, writefds, exceptfds, timeout);
+  }
+  // The timeout as glibc's select hands it to the kernel: tv_usec taken
+  // as an int, a negative field refused, the microseconds folded into
+  // seconds (saturating).
+  Deadline deadline = Deadline::Infinite();
+  if (timeout) {
+    if (uepoll::impl::UserFault(timeout)) return ToErrno(-EFAULT);
+    int64_t sec = timeout->tv_sec;
+    auto usec = static_cast<int32_t>(timeout->tv_usec);
+    if (sec < 0 || usec < 0) return ToErrno(-EINVAL);
+    int64_t nsec = (usec % 1000000) * int64_t{1000};
+    sec = uepoll::impl::SaturatingAdd(sec, usec / 1000000);
+    deadline = Deadline::FromTimespec(timespec{sec, nsec});
+  }
+  int r = uepoll::impl::Select(nfds, readfds, writefds, exceptfds, deadline,
+                               nullptr);
+  // poll_select_finish: the time left, on every return, except after a
+  // zero timeout.
+  if (timeout && !deadline.is_zero()) {
+    int64_t left = deadline.is_infinite() ? 0 : deadline.RemainingNs();
+    timeout->tv_sec = left / 1000000000;
+    timeout->tv_usec = (left % 1000000000) / 1000;
+  }
+  return ToErrno(r);
+}
+
+int uepoll_pselect(int nfds, fd_set* readfds, fd_set* writefds,
+                   fd_set* exceptfds, const struct timespec* timeout,
+                   const sigset_t* sigmask) {
+  if (!uepoll::impl::HasUepoll(nfds, readfds, writefds, exceptfds)) {
+    return sys::Pselect(nfds, readfds, writefds, exceptfds, timeout, sigmask);
+  }
+  // do_pselect: the timeout, then the mask; glibc passes the kernel a copy
+  // of the timeout, so nothing is written back.
+  Deadline deadline = Deadline::Infinite();
+  if (timeout) {
+    if (uepoll::impl::UserFault(timeout)) return ToErrno(-EFAULT);
+    if (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+        timeout->tv_nsec >= 1000000000) {
+      return ToErrno(-EINVAL);
+    }
+    deadline = Deadline::FromTimespec(*timeout);
+  }
+  if (sigmask && uepoll::impl::UserFault(sigmask)) return ToErrno(-EFAULT);
+  return ToErrno(uepoll::impl::Select(nfds, readfds, writefds, exceptfds,
+                                      deadline, sigmask));
+}
+
+}  // extern "C"

@@ -1,0 +1,262 @@
+// AF_UNIX socket pairs, as the kernel's net/unix/af_unix.c (Linux 6.18)
+// behaves for socketpair(AF_UNIX, SOCK_STREAM | SOCK_DGRAM |
+// SOCK_SEQPACKET): the state both sockets share, and what each type does
+// with it.
+//
+// A UnixPair holds the state of both sockets (the kernel's two struct
+// sock) and their two wait queues; each socket is a File (UnixSocket) that
+// names its side. Side i's receive queue holds what side 1-i sent, as a
+// list of Skbs: for a stream, one per chunk of a write, which a reader may
+// merge; for a datagram or seqpacket pair, one per message, read whole or
+// truncated. The code per type: unix_stream.cc (stream send and receive),
+// unix_dgram.cc (datagram and seqpacket send and receive); this header and
+// unix_pair.cc the rest (poll, shutdown, release, ioctl, creation).
+//
+// Send buffer accounting (the kernel's sk_wmem_alloc against sk_sndbuf),
+// the same for every type: each Skb is charged to its writer while it
+// exists, with the truesize the kernel would give it (SkbTruesize for a
+// stream chunk, DgramSkbTruesize for a message). A send may charge another
+// Skb while the writer's charge is below kSndBuf (a datagram pair has no
+// other limit: the peer of a socketpair is connected back to the sender, so
+// max_dgram_qlen never applies); the writer is writable (OUT) while
+// (charge + 1) * 4 <= kSndBuf. Freeing an Skb (read in full, or purged)
+// uncharges it and wakes the writer if now writable.
+//
+// Descriptors in flight (SCM_RIGHTS, scm_rights.h): an Skb may carry a
+// list of files; they stay alive while it does, and the garbage collector
+// (unix_gc.h) frees cycles of sockets that only the messages in their own
+// queues still hold.
+//
+// Thread safety: all per-side state lives in UnixPair::mu_, one mutex for
+// the pair, so no lock order between the two sockets is needed (the kernel
+// has one unix_state_lock per socket and takes them one at a time). The
+// wait queues' locks are never held together with mu_: wakeups are issued
+// right after mu_ is released, as the kernel calls sk_data_ready and
+// sk_state_change after unix_state_unlock. The collector's lock nests
+// inside mu_ (UnixGc). Skbs are freed with no lock held. Blocked readers
+// and writers sleep through WaitForIo (io_wait.h).
+//
+// Invariants (under mu_):
+//  - side[i].wmem == the sum of the truesize of every Skb written by side i
+//    and not yet freed (queued on side 1-i, or being filled by a send).
+//  - A stream Skb in a queue has consumed < len.
+//  - Once a side is released (dead), its shutdown is both bits, its queue is
+//    empty, and nothing is queued to it any more.
+//  - A datagram side that is not connected (its peer closed and a send
+//    noticed) never becomes connected again.
+#ifndef UEPOLL_SRC_SOURCES_UNIX_COMMON_H_
+#define UEPOLL_SRC_SOURCES_UNIX_COMMON_H_
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "base/list.h"
+#include "base/mutex.h"
+#include "core/file.h"
+#include "core/io_iter.h"
+#include "core/wait_queue.h"
+#include "sources/socket_skb.h"
+
+namespace uepoll::impl {
+
+constexpr uint8_t kRcvShutdown = 1;   // RCV_SHUTDOWN
+constexpr uint8_t kSendShutdown = 2;  // SEND_SHUTDOWN
+constexpr uint8_t kShutdownMask = 3;  // SHUTDOWN_MASK
+
+constexpr uint32_t kDataReady =
+    EPOLLIN | EPOLLPRI | EPOLLRDNORM | EPOLLRDBAND;  // sock_def_readable
+constexpr uint32_t kWriteSpace =
+    EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND;  // unix_write_space
+
+class ScmFiles;
+class UnixSocket;
+
+// A socket's link in the collector's list of sockets in flight (a
+// standard-layout holder, so that the list node leads back to it).
+struct GcLink {
+  ListNode node;
+  UnixSocket* sock;
+};
+
+// One sendmsg, as the socket sees it after the C API's checks (the kernel's
+// struct msghdr after ____sys_sendmsg).
+struct SendArgs {
+  IoIter* data;
+  int flags;             // MSG_*; MSG_DONTWAIT also for O_NONBLOCK
+  const sockaddr* name;  // msg_name, nullptr when namelen is 0
+  socklen_t namelen;     // clamped to sizeof(sockaddr_storage)
+  const void* control;   // msg_control (already checked), or null
+  size_t controllen;
+};
+
+// One recvmsg (the kernel's struct msghdr in ____sys_recvmsg).
+struct RecvArgs {
+  IoIter* data;
+  int flags;          // MSG_*; MSG_DONTWAIT also for O_NONBLOCK
+  char* control;      // msg_control, or nullptr
+  size_t controllen;  // in: its size; out: the bytes written
+  int msg_flags;      // out: MSG_TRUNC, MSG_CTRUNC, MSG_CMSG_CLOEXEC
+  bool want_name;     // msg_name given: its length comes back as 0 (a
+                      // socketpair's sockets are never bound)
+};
+
+struct Side {
+  SkbQueue rcv;           // sk_receive_queue: what the peer sent
+  long wmem = 0;          // sk_wmem_alloc - 1: truesize charged to me
+  uint8_t shutdown = 0;   // sk_shutdown
+  int err = 0;            // sk_err (ECONNRESET), cleared when reported
+  bool dead = false;      // released (SOCK_DEAD)
+  bool connected = true;  // unix_peer(sk) != NULL (datagram pairs only)
+};
+
+class UnixPair {
+ public:
+  UEPOLL_ALLOCATED_CLASS
+  explicit UnixPair(int type) : type_(type) {}
+  UnixPair(const UnixPair&) = delete;
+  UnixPair& operator=(const UnixPair&) = delete;
+
+  int type() const { return type_; }
+  bool stream() const { return type_ == SOCK_STREAM; }
+
+  uint32_t Poll(int me) EXCLUDES(mu_);
+  // sendmsg / recvmsg of side `me`: a count or -errno. read and write are
+  // these with no flags and no control messages.
+  ssize_t Send(int me, SendArgs& a) EXCLUDES(mu_) {
+    return stream() ? StreamSend(me, a) : MsgSend(me, a);
+  }
+  ssize_t Recv(int me, RecvArgs& a) EXCLUDES(mu_) {
+    return stream() ? StreamRecv(me, a) : MsgRecv(me, a);
+  }
+  int Shutdown(int me, int how) EXCLUDES(mu_);
+  // unix_ioctl: SIOCINQ (FIONREAD), SIOCOUTQ, SIOCATMARK.
+  int Ioctl(int me, unsigned long cmd, unsigned long arg) EXCLUDES(mu_);
+  // The garbage collector found side `me` unreachable: drop what its
+  // receive queue holds (unix_gc's hitlist).
+  void PurgeForGc(int me) EXCLUDES(mu_);
+  // unix_release_sock for one side; frees the pair when both are gone.
+  void Release(int me) EXCLUDES(mu_);
+
+  void SetSocket(int me, UnixSocket* s) EXCLUDES(mu_) {
+    MutexLock l(mu_);
+    sock_[me] = s;
+  }
+
+  WaitQueue wq_[2];  // each socket's sk_wq: its watchers and sleepers
+
+ private:
+  static bool WritableLocked(const Side& s) {
+    return (s.wmem + 1) * 4 <= kSndBuf;  // unix_writable
+  }
+  // sock_alloc_send_pskb's wait: may side `me` charge another Skb?
+  bool SendReady(int me) EXCLUDES(mu_) {
+    MutexLock l(mu_);
+    const Side& s = side_[me];
+    return s.wmem < kSndBuf || (s.shutdown & kSendShutdown) || s.err;
+  }
+  // unix_stream_data_wait / __skb_wait_for_more_packets: data, an error
+  // or EOF.
+  bool RecvReady(int me) EXCLUDES(mu_) {
+    MutexLock l(mu_);
+    const Side& s = side_[me];
+    return !s.rcv.empty() || s.err || (s.shutdown & kRcvShutdown);
+  }
+  // Drops a charge for an Skb that never reached the peer (sock_wfree).
+  void UnchargeAndWake(int me, long truesize) EXCLUDES(mu_) {
+    bool writable;
+    {
+      MutexLock l(mu_);
+      side_[me].wmem -= truesize;
+      writable = WritableLocked(side_[me]);
+    }
+    if (writable) wq_[me].WakeUp(kWriteSpace, 1);
+  }
+  // sock_alloc_send_pskb: waits until side `me` may charge `truesize`
+  // more, then charges it. 0, or -errno (the pending error, EPIPE after
+  // SEND_SHUTDOWN, EAGAIN, EINTR / the rule's restart).
+  int ChargeForSend(int me, long truesize, bool nonblock, bool partial)
+      EXCLUDES(mu_);
+  // Queues skb on side `to` (the peer of the sender), with its descriptors
+  // handed to the garbage collector's books.
+  void QueueLocked(int to, Skb* skb) REQUIRES(mu_);
+  // Takes every Skb off side `me`'s queue into `out`, uncharging the
+  // writer; returns whether the writer should be woken.
+  bool PurgeLocked(int me, SkbQueue& out) REQUIRES(mu_);
+
+  // unix_stream.cc
+  ssize_t StreamSend(int me, SendArgs& a) EXCLUDES(mu_);
+  ssize_t StreamRecv(int me, RecvArgs& a) EXCLUDES(mu_);
+  // unix_dgram.cc (SOCK_DGRAM and SOCK_SEQPACKET)
+  ssize_t MsgSend(int me, SendArgs& a) EXCLUDES(mu_);
+  ssize_t MsgRecv(int me, RecvArgs& a) EXCLUDES(mu_);
+
+  const int type_;
+  Mutex mu_;  // both sockets' unix_state_lock
+  Side side_[2] GUARDED_BY(mu_);
+  // The sockets, for the collector's books (the receiving socket of each
+  // queued descriptor list); a side's pointer is cleared at its release.
+  UnixSocket* sock_[2] GUARDED_BY(mu_) = {nullptr, nullptr};
+  std::atomic<int> ends_{2};
+};
+
+// One socket of a pair.
+class UnixSocket final : public File {
+ public:
+  UnixSocket(UnixPair* pair, int side, uint32_t f_flags)
+      : File(FileKind::kSocket, f_flags), pair_(pair), side_(side) {
+    gc_.link.sock = this;
+  }
+
+  uint32_t Poll(int) override { return pair_->Poll(side_); }
+  WaitQueue& PollQueue() override { return pair_->wq_[side_]; }
+  ssize_t Read(void* buf, size_t count) override;
+  ssize_t Write(const void* buf, size_t count) override;
+  ssize_t ReadIter(IoIter& it) override;
+  ssize_t WriteIter(IoIter& it) override;
+  int Shutdown(int how) override { return pair_->Shutdown(side_, how); }
+  int Ioctl(unsigned long cmd, unsigned long arg) override {
+    return pair_->Ioctl(side_, cmd, arg);
+  }
+  // A number of a socket that is itself in flight went away: its last
+  // reference from outside the messages may be gone (UnixGc).
+  void NumberRemoved(int fd) override;
+
+  ssize_t SendMsg(SendArgs& a) { return pair_->Send(side_, a); }
+  ssize_t RecvMsg(RecvArgs& a) { return pair_->Recv(side_, a); }
+  int type() const { return pair_->type(); }
+  void PurgeForGc() { pair_->PurgeForGc(side_); }
+
+  // The garbage collector's books (unix_gc.cc), under its lock.
+  struct Gc {
+    int inflight = 0;  // references to this socket in queued lists
+    ListNode queued;   // the lists queued on this socket's receive queue
+    GcLink link;       // in the collector's list of sockets in flight
+    int refs = 0;      // during a collection: inflight not yet explained
+    bool candidate = false;
+    bool alive = false;
+    UnixSocket* next_garbage = nullptr;
+  } gc_;
+  // gc_.inflight != 0, readable without the collector's lock (a hint).
+  std::atomic<bool> in_flight_{false};
+
+ protected:
+  void Release() override;
+
+ private:
+  UnixPair* const pair_;  // shared; freed by the last socket's Release()
+  const int side_;
+};
+
+// f as a uepoll socket, or nullptr if it is another kind of file.
+inline UnixSocket* AsUnixSocket(File* f) {
+  return f && f->kind() == FileKind::kSocket ? static_cast<UnixSocket*>(f)
+                                             : nullptr;
+}
+
+}  // namespace uepoll::impl
+
+#endif  // UEPOLL_SRC_SOURCES_UNIX_COMMON_H_

@@ -1,0 +1,179 @@
+#include "sources/unix_gc.h"
+
+#include <pthread.h>
+
+#include <atomic>
+
+#include "base/list.h"
+#include "base/mutex.h"
+#include "sources/scm_rights.h"
+#include "sources/unix_common.h"
+
+namespace uepoll::impl::UnixGc {
+namespace {
+
+// The books (see unix_gc.h); innermost.
+Mutex g_mu;
+// Serializes collections (outermost: taken with no lock held).
+Mutex g_run_mu ACQUIRED_BEFORE(g_mu);
+ListNode g_inflight GUARDED_BY(g_mu);  // GcLink::node of sockets in flight
+// Sum of every socket's inflight count (a hint for AnyInFlight).
+std::atomic<long> g_total{0};
+thread_local bool t_requested = false;
+
+// fork() safety, as for the nesting lock (epoll/nesting.cc): a child must
+// not inherit either lock held by a thread that does not exist there. The
+// prepare handler waits out a collection in progress and any update of the
+// books; fork() is never called with a uepoll lock held.
+void PrepareFork() NO_THREAD_SAFETY_ANALYSIS {
+  g_run_mu.Lock();
+  g_mu.Lock();
+}
+void AfterFork() NO_THREAD_SAFETY_ANALYSIS {
+  g_mu.Unlock();
+  g_run_mu.Unlock();
+}
+[[maybe_unused]] const int g_atfork_registered =
+    pthread_atfork(PrepareFork, AfterFork, AfterFork);
+
+UnixSocket* SocketOfLink(ListNode* n) {
+  return UEPOLL_CONTAINER_OF(n, GcLink, node)->sock;
+}
+ScmFiles* ListOfNode(ListNode* n) {
+  return UEPOLL_CONTAINER_OF(n, ScmFiles::Link, node)->fp;
+}
+
+void AddInflight(UnixSocket* s) REQUIRES(g_mu) {
+  if (s->gc_.inflight++ == 0) {
+    g_inflight.PushBack(&s->gc_.link.node);
+    s->in_flight_.store(true, std::memory_order_relaxed);
+  }
+  g_total.fetch_add(1, std::memory_order_relaxed);
+}
+
+void DropInflight(UnixSocket* s) REQUIRES(g_mu) {
+  if (--s->gc_.inflight == 0) {
+    s->gc_.link.node.Unlink();
+    s->in_flight_.store(false, std::memory_order_relaxed);
+  }
+  g_total.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// Calls fn(socket) for each uepoll socket that fp references.
+template <class Fn>
+void ForEachSocket(const ScmFiles& fp, Fn fn) {
+  for (int i = 0; i < fp.count(); ++i) {
+    if (UnixSocket* s = AsUnixSocket(fp.at(i).file)) fn(s);
+  }
+}
+
+// Marks everything reachable from `s`'s queued lists alive (an explicit
+// stack through next_garbage, which is unused until garbage is chosen).
+void MarkReachable(UnixSocket* root) REQUIRES(g_mu) {
+  UnixSocket* stack = root;
+  root->gc_.next_garbage = nullptr;
+  while (UnixSocket* s = stack) {
+    stack = s->gc_.next_garbage;
+    ListNode& head = s->gc_.queued;
+    for (ListNode* n = head.next; n != &head; n = n->next) {
+      ForEachSocket(*ListOfNode(n), [&](UnixSocket* t) {
+        if (t->gc_.candidate && !t->gc_.alive) {
+          t->gc_.alive = true;
+          t->gc_.next_garbage = stack;
+          stack = t;
+        }
+      });
+    }
+  }
+}
+
+}  // namespace
+
+void Queued(ScmFiles* fp, UnixSocket* receiver) {
+  MutexLock l(g_mu);
+  fp->owner = receiver;
+  receiver->gc_.queued.PushBack(&fp->queued.node);
+  ForEachSocket(
+      *fp, [](UnixSocket* s) NO_THREAD_SAFETY_ANALYSIS { AddInflight(s); });
+}
+
+void Dequeued(ScmFiles* fp) {
+  MutexLock l(g_mu);
+  if (!fp->owner) return;
+  fp->queued.node.Unlink();
+  fp->owner = nullptr;
+  ForEachSocket(
+      *fp, [](UnixSocket* s) NO_THREAD_SAFETY_ANALYSIS { DropInflight(s); });
+}
+
+void RefAll(const ScmFiles& fp) {
+  MutexLock l(g_mu);
+  for (int i = 0; i < fp.count(); ++i) {
+    if (File* f = fp.at(i).file) f->Ref();
+  }
+}
+
+bool AnyInFlight() { return g_total.load(std::memory_order_relaxed) != 0; }
+
+void Request() {
+  if (AnyInFlight()) t_requested = true;
+}
+
+void MaybeCollect() {
+  if (!t_requested) return;
+  t_requested = false;
+  Collect();
+}
+
+void Collect() {
+  MutexLock run(g_run_mu);
+  UnixSocket* garbage = nullptr;
+  {
+    MutexLock l(g_mu);
+    // Candidates: every reference is an in-flight one.
+    for (ListNode* n = g_inflight.next; n != &g_inflight; n = n->next) {
+      UnixSocket* s = SocketOfLink(n);
+      s->gc_.candidate = s->RefCount() == s->gc_.inflight;
+      s->gc_.refs = s->gc_.inflight;
+      s->gc_.alive = false;
+    }
+    // Subtract the references held by lists queued on candidates.
+    for (ListNode* n = g_inflight.next; n != &g_inflight; n = n->next) {
+      UnixSocket* s = SocketOfLink(n);
+      if (!s->gc_.candidate) continue;
+      ListNode& head = s->gc_.queued;
+      for (ListNode* q = head.next; q != &head; q = q->next) {
+        ForEachSocket(*ListOfNode(q), [](UnixSocket* t) {
+          if (t->gc_.candidate) --t->gc_.refs;
+        });
+      }
+    }
+    // What is left is referenced from a queue outside the candidates (or
+    // from a socket that is not a candidate): alive, with all it reaches.
+    for (ListNode* n = g_inflight.next; n != &g_inflight; n = n->next) {
+      UnixSocket* s = SocketOfLink(n);
+      bool root = !s->gc_.candidate || s->gc_.refs > 0;
+      if (root && !s->gc_.alive) {
+        s->gc_.alive = true;
+        MarkReachable(s);
+      }
+    }
+    for (ListNode* n = g_inflight.next; n != &g_inflight; n = n->next) {
+      UnixSocket* s = SocketOfLink(n);
+      if (s->gc_.candidate && !s->gc_.alive) {
+        s->Ref();  // ours until the purge below is done
+        s->gc_.next_garbage = garbage;
+        garbage = s;
+      }
+    }
+  }
+  // Purging drops the in-flight references (and may free other files);
+  // the garbage sockets themselves go with our references.
+  for (UnixSocket* s = garbage; s; s = s->gc_.next_garbage) s->PurgeForGc();
+  while (UnixSocket* s = garbage) {
+    garbage = s->gc_.next_garbage;
+    s->Unref();
+  }
+}
+
+}  // namespace uepoll::impl::UnixGc

@@ -1,0 +1,290 @@
+// select, pselect and ppoll over uepoll and kernel descriptors, on both
+// backends, as glibc presents them: readiness bits and counts, the time
+// left written back by select only, timeout validation, EBADF for a closed
+// descriptor in a set, sets left alone on an error, signal masks, and
+// mixed sets where either kind wakes the sleeper (fs/select.c).
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/select.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <vector>
+
+#include "conformance/io_helpers.h"
+#include "threads/waiter.h"
+
+namespace uepoll_test {
+namespace {
+
+class Select : public IoTest {
+ protected:
+  // A number that is not open in the kernel now (and below its table
+  // size, so select checks it).
+  int ClosedLowFd() {
+    int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ::close(fd);
+    return fd;
+  }
+};
+
+TEST_P(Select, readiness__bits_and_count_per_set) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  fd_set r, w;
+  FD_ZERO(&r);
+  FD_ZERO(&w);
+  FD_SET(p[0], &r);
+  FD_SET(p[1], &w);
+  FD_SET(p[1], &r);  // a write end is never readable
+  timeval tv{0, 0};
+  int n = std::max(p[0], p[1]) + 1;
+  ASSERT_EQ(B().select(n, &r, &w, nullptr, &tv), 1);
+  EXPECT_FALSE(FD_ISSET(p[0], &r));
+  EXPECT_FALSE(FD_ISSET(p[1], &r));
+  EXPECT_TRUE(FD_ISSET(p[1], &w));
+  ASSERT_EQ(WriteStr(p[1], "x"), 1);
+  FD_ZERO(&r);
+  FD_ZERO(&w);
+  FD_SET(p[0], &r);
+  FD_SET(p[1], &w);
+  EXPECT_EQ(B().select(n, &r, &w, nullptr, &tv), 2);
+  EXPECT_TRUE(FD_ISSET(p[0], &r));
+  EXPECT_TRUE(FD_ISSET(p[1], &w));
+}
+
+TEST_P(Select, readiness__one_descriptor_in_two_sets_counts_twice) {
+  int sv[2];
+  Pair(sv, SOCK_STREAM, SOCK_NONBLOCK);
+  ASSERT_EQ(Send(sv[0], "x"), 1);
+  fd_set r, w, e;
+  FD_ZERO(&r);
+  FD_ZERO(&w);
+  FD_ZERO(&e);
+  FD_SET(sv[1], &r);
+  FD_SET(sv[1], &w);
+  FD_SET(sv[1], &e);
+  timeval tv{0, 0};
+  EXPECT_EQ(B().select(sv[1] + 1, &r, &w, &e, &tv), 2);
+  EXPECT_FALSE(FD_ISSET(sv[1], &e));
+}
+
+TEST_P(Select, readiness__hangup_is_readable_error_is_both) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  int q[2];
+  Pipe(q, O_NONBLOCK);
+  ASSERT_EQ(Close(p[1]), 0);  // p[0]: HUP
+  ASSERT_EQ(Close(q[0]), 0);  // q[1]: ERR
+  fd_set r, w;
+  FD_ZERO(&r);
+  FD_ZERO(&w);
+  FD_SET(p[0], &r);
+  FD_SET(q[1], &r);
+  FD_SET(q[1], &w);
+  timeval tv{0, 0};
+  EXPECT_EQ(B().select(std::max(p[0], q[1]) + 1, &r, &w, nullptr, &tv), 3);
+}
+
+TEST_P(Select, timeout__time_left_is_written_back) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  fd_set r;
+  FD_ZERO(&r);
+  FD_SET(p[0], &r);
+  timeval tv{0, 50000};
+  int64_t t0 = MonotonicNs();
+  EXPECT_EQ(B().select(p[0] + 1, &r, nullptr, nullptr, &tv), 0);
+  EXPECT_ELAPSED(t0, 50'000'000);
+  EXPECT_EQ(tv.tv_sec, 0);
+  EXPECT_EQ(tv.tv_usec, 0);
+  EXPECT_FALSE(FD_ISSET(p[0], &r)) << "a timeout clears the sets";
+  ASSERT_EQ(WriteStr(p[1], "x"), 1);
+  FD_SET(p[0], &r);
+  tv = {100, 0};
+  EXPECT_EQ(B().select(p[0] + 1, &r, nullptr, nullptr, &tv), 1);
+  EXPECT_EQ(tv.tv_sec, 99) << "a ready select took (much) less than 1 s";
+  EXPECT_GT(tv.tv_usec, 0);
+}
+
+// As glibc's select presents it: tv_usec (an int) folds into seconds
+// before the kernel's check.
+TEST_P(Select, timeout__microseconds_fold_into_seconds) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  ASSERT_EQ(WriteStr(p[1], "x"), 1);
+  fd_set r;
+  FD_ZERO(&r);
+  FD_SET(p[0], &r);
+  timeval tv{0, 1000000};  // = 1 s: valid
+  EXPECT_EQ(B().select(p[0] + 1, &r, nullptr, nullptr, &tv), 1);
+  EXPECT_EQ(tv.tv_sec, 0);
+  // glibc refuses a negative tv_usec itself (the raw syscall would fold
+  // {2, -1000000} into 1 s).
+  tv = {2, -1000000};
+  EXPECT_ERRNO(B().select(p[0] + 1, &r, nullptr, nullptr, &tv), EINVAL);
+  tv = {0, -1};
+  EXPECT_ERRNO(B().select(p[0] + 1, &r, nullptr, nullptr, &tv), EINVAL);
+  tv = {-1, 0};
+  EXPECT_ERRNO(B().select(p[0] + 1, &r, nullptr, nullptr, &tv), EINVAL);
+  tv = {0, 0};
+  EXPECT_ERRNO(B().select(-1, &r, nullptr, nullptr, &tv), EINVAL);
+}
+
+TEST_P(Select, ebadf__closed_descriptor_in_a_set_leaves_the_sets_alone) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  ASSERT_EQ(WriteStr(p[1], "x"), 1);
+  int closed = ClosedLowFd();
+  fd_set r;
+  FD_ZERO(&r);
+  FD_SET(p[0], &r);
+  FD_SET(closed, &r);
+  timeval tv{0, 0};
+  EXPECT_ERRNO(
+      B().select(std::max(p[0], closed) + 1, &r, nullptr, nullptr, &tv), EBADF);
+  EXPECT_TRUE(FD_ISSET(p[0], &r));
+  EXPECT_TRUE(FD_ISSET(closed, &r));
+  // Beyond nfds it is not looked at.
+  FD_CLR(closed, &r);
+  if (closed > p[0]) {
+    FD_SET(closed, &r);
+    EXPECT_EQ(B().select(p[0] + 1, &r, nullptr, nullptr, &tv), 1);
+  }
+}
+
+// A set may hold kernel and uepoll descriptors; either wakes the sleeper.
+TEST_P(Select, mixed__either_kind_wakes_a_blocked_select) {
+  int up[2];
+  Pipe(up, O_NONBLOCK);
+  int kp[2];
+  KernelPipe(kp, O_NONBLOCK);
+  for (int writer : {0, 1}) {
+    SCOPED_TRACE(writer);
+    fd_set r;
+    Waiter w([&](epoll_event*) {
+      FD_ZERO(&r);
+      FD_SET(up[0], &r);
+      FD_SET(kp[0], &r);
+      timeval tv{10, 0};
+      return B().select(std::max(up[0], kp[0]) + 1, &r, nullptr, nullptr, &tv);
+    });
+    ASSERT_TRUE(w.Parked());
+    int wfd = writer == 0 ? up[1] : kp[1];
+    ASSERT_EQ(B().write(wfd, "x", 1), 1);
+    ASSERT_TRUE(w.WaitDone());
+    EXPECT_EQ(w.result(), 1);
+    EXPECT_EQ(FD_ISSET(up[0], &r) != 0, writer == 0);
+    EXPECT_EQ(FD_ISSET(kp[0], &r) != 0, writer == 1);
+    char c;
+    ASSERT_EQ(B().read(writer == 0 ? up[0] : kp[0], &c, 1), 1);
+  }
+}
+
+TEST_P(Select, pselect__timeout_not_written_back_and_validated) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  fd_set r;
+  FD_ZERO(&r);
+  FD_SET(p[0], &r);
+  timespec ts{0, 20'000'000};
+  EXPECT_EQ(B().pselect(p[0] + 1, &r, nullptr, nullptr, &ts, nullptr), 0);
+  EXPECT_EQ(ts.tv_nsec, 20'000'000);
+  ts = {0, 1'000'000'000};
+  EXPECT_ERRNO(B().pselect(p[0] + 1, &r, nullptr, nullptr, &ts, nullptr),
+               EINVAL);
+  ts = {-1, 0};
+  EXPECT_ERRNO(B().pselect(p[0] + 1, &r, nullptr, nullptr, &ts, nullptr),
+               EINVAL);
+}
+
+std::atomic<int> g_usr2{0};
+
+// The mask is installed for the sleep only: a signal blocked outside,
+// unblocked by the mask, interrupts the wait and its handler runs.
+TEST_P(Select, masks__pselect_and_ppoll_sleep_under_the_mask) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = [](int) { g_usr2.fetch_add(1); };
+  sigaction(SIGUSR2, &sa, &old);
+  sigset_t block, old_mask, wait_mask;
+  sigemptyset(&block);
+  sigaddset(&block, SIGUSR2);
+  pthread_sigmask(SIG_BLOCK, &block, &old_mask);
+  pthread_sigmask(SIG_BLOCK, nullptr, &wait_mask);
+  sigdelset(&wait_mask, SIGUSR2);
+  for (int which : {0, 1}) {
+    SCOPED_TRACE(which);
+    g_usr2.store(0);
+    ASSERT_EQ(raise(SIGUSR2), 0);  // pending, blocked
+    EXPECT_EQ(g_usr2.load(), 0);
+    if (which == 0) {
+      fd_set r;
+      FD_ZERO(&r);
+      FD_SET(p[0], &r);
+      timespec ts{5, 0};
+      EXPECT_ERRNO(B().pselect(p[0] + 1, &r, nullptr, nullptr, &ts, &wait_mask),
+                   EINTR);
+    } else {
+      pollfd pf{p[0], POLLIN, 0};
+      timespec ts{5, 0};
+      EXPECT_ERRNO(B().ppoll(&pf, 1, &ts, &wait_mask), EINTR);
+    }
+    EXPECT_EQ(g_usr2.load(), 1);
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  sigaction(SIGUSR2, &old, nullptr);
+}
+
+TEST_P(Select, ppoll__timeout_not_written_back_and_validated) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  pollfd pf{p[0], POLLIN, 0};
+  timespec ts{0, 20'000'000};
+  int64_t t0 = MonotonicNs();
+  EXPECT_EQ(B().ppoll(&pf, 1, &ts, nullptr), 0);
+  EXPECT_ELAPSED(t0, 20'000'000);
+  EXPECT_EQ(ts.tv_nsec, 20'000'000);
+  ASSERT_EQ(WriteStr(p[1], "x"), 1);
+  ts = {5, 0};
+  EXPECT_EQ(B().ppoll(&pf, 1, &ts, nullptr), 1);
+  EXPECT_EQ(pf.revents, POLLIN);
+  EXPECT_EQ(ts.tv_sec, 5);
+  ts = {0, -1};
+  EXPECT_ERRNO(B().ppoll(&pf, 1, &ts, nullptr), EINVAL);
+  ts = {-1, 0};
+  EXPECT_ERRNO(B().ppoll(&pf, 1, &ts, nullptr), EINVAL);
+  ts = {0, 0};
+  EXPECT_EQ(B().ppoll(&pf, 1, &ts, nullptr), 1);
+}
+
+TEST_P(Select, ppoll__nfds_over_rlimit_is_einval_before_the_array) {
+  struct rlimit rl;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  timespec ts{0, 0};
+  EXPECT_ERRNO(B().ppoll(nullptr, rl.rlim_cur + 1, &ts, nullptr), EINVAL);
+  EXPECT_ERRNO(B().ppoll(nullptr, 1, &ts, nullptr), EFAULT);
+}
+
+// A uepoll set of 1024 descriptors (FD_SETSIZE) answers like the kernel's.
+TEST_P(Select, fd_setsize__the_whole_set_is_read) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  ASSERT_EQ(WriteStr(p[1], "x"), 1);
+  fd_set r;
+  FD_ZERO(&r);
+  FD_SET(p[0], &r);
+  timeval tv{0, 0};
+  EXPECT_EQ(B().select(FD_SETSIZE, &r, nullptr, nullptr, &tv), 1);
+  EXPECT_TRUE(FD_ISSET(p[0], &r));
+}
+
+UEPOLL_INSTANTIATE_BACKENDS(Select);
+
+}  // namespace
+}  // namespace uepoll_test
