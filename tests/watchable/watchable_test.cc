@@ -114,6 +114,22 @@ TEST_F(Watchable, edge_triggered_watcher_gets_one_edge_per_transition) {
   EXPECT_EQ(KernelReports(), 1);
 }
 
+// A disarmed mirror stays on the kernel half's ready list until something
+// polls the kernel half, and an edge-triggered watcher never does: arming
+// must still wake it. One harvest after each emptying, whichever half the
+// harvest visits first (they alternate), so both orders are covered.
+TEST_F(Watchable,
+       edge_triggered_watcher_gets_an_edge_after_every_emptying_harvest) {
+  Watch(EPOLLET);
+  for (int round = 0; round < 6; ++round) {
+    Signal();
+    EXPECT_EQ(KernelReports(), 1) << "round " << round;
+    EXPECT_EQ(Harvest(), 1);
+    Consume();
+    EXPECT_EQ(Harvest(), 0);
+  }
+}
+
 TEST_F(Watchable, poll_and_select_see_the_number) {
   pollfd p{ep_, POLLIN, 0};
   EXPECT_EQ(::poll(&p, 1, 0), 0);
