@@ -29,8 +29,8 @@
 // two (the MOD, the write) to arm, none per event. A harvest that returns
 // nothing while events arrived behind its scan arms again even if the
 // mirror is armed: the watcher was just told "nothing" and an edge-
-// triggered one waits for the next edge (the race that
-// IntegrationEpollLoop.edge_triggered_harvest_until_empty lost). An item
+// triggered one waits for the next edge
+// (Watchable.an_event_behind_an_empty_harvest_gets_an_edge). An item
 // that went idle without a harvest leaves the mirror armed until the next
 // harvest: one spurious wakeup of a watcher, which then harvests nothing
 // and disarms it.
