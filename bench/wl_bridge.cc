@@ -64,12 +64,14 @@ struct alignas(64) Token {
 }  // namespace
 
 Result MeasureBridge(const Backend& b, unsigned long nfds,
-                     unsigned long maxevents, double rate, double runtime) {
+                     unsigned long maxevents, double rate, bool edge,
+                     double runtime) {
   Result r;
   r.workload = "bridge";
   r.backend = b.name;
   r.threads = 2;
   r.params = {{"fds", double(nfds)}, {"rate", rate}};
+  if (edge) r.params.push_back({"edge", 1});
   r.ops_label = "events/s";
   const Backend& k = KernelBackend();  // the loop is always the kernel's
   FdList kfds(k), ufds(b);
@@ -97,7 +99,7 @@ Result MeasureBridge(const Backend& b, unsigned long nfds,
     if (fd < 0) return r.error = CallError(b, "eventfd"), r;
     fds.push_back(fd);
     struct epoll_event ev = {};
-    ev.events = EPOLLIN;
+    ev.events = EPOLLIN | (edge ? uint32_t{EPOLLET} : 0u);
     ev.data.u64 = i;
     int ep = b.is_kernel ? kep : uep;
     if (b.epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
@@ -211,7 +213,7 @@ int CmdBridge(int argc, char** argv) {
   CommonOptions c;
   unsigned long nfds = 256, maxevents = 64;
   std::vector<unsigned long> rates = {100000};
-  bool paced_only = false;
+  bool paced_only = false, edge = false;
   std::vector<Option> opts = {
       {'f', "fds", Option::kUint, &nfds, "eventfds (default 256)"},
       {'m', "maxevents", Option::kUint, &maxevents,
@@ -221,6 +223,8 @@ int CmdBridge(int argc, char** argv) {
       {0, "paced-only", Option::kFlag, &paced_only,
        "skip the run where the producer goes as fast as the loop takes "
        "signals"},
+      {'E', "edge", Option::kFlag, &edge,
+       "register the eventfds edge-triggered (default level-triggered)"},
   };
   if (int rc = ParseCommand("uepoll-bench bridge [<options>]", argc, argv,
                             &opts, &c);
@@ -238,11 +242,12 @@ int CmdBridge(int argc, char** argv) {
   Progress progress(int(be.size() * rates.size()));
   for (unsigned long rt : rates)
     for (const Backend* b : be)
-      RunMeasurement(
-          progress, report, "bridge", *b,
-          "rate=" + (rt ? std::to_string(rt) : std::string("max")), [&] {
-            return MeasureBridge(*b, nfds, maxevents, double(rt), runtime);
-          });
+      RunMeasurement(progress, report, "bridge", *b,
+                     "rate=" + (rt ? std::to_string(rt) : std::string("max")),
+                     [&] {
+                       return MeasureBridge(*b, nfds, maxevents, double(rt),
+                                            edge, runtime);
+                     });
   return FinishCommand(c, report);
 }
 
