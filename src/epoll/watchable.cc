@@ -121,12 +121,15 @@ void Eventpoll::SyncMirror(bool edge_if_ready) {
     want = EventsAvailableLocked();
   }
   if (want == mirror_armed_ && !(want && edge_if_ready)) return;
+  // A copy for the lambda, which the thread-safety analysis cannot see
+  // runs under mirror_mu_.
+  const int mfd = mirror_fd_;
   int r = KernelOp([&](int k) {
     if (k < 0) return -EBADF;
     epoll_event ev{};
     ev.events = want ? uint32_t{EPOLLIN} : 0u;
     ev.data.u64 = mirror_tag_;
-    return sys::EpollCtl(k, EPOLL_CTL_MOD, mirror_fd_, &ev) == 0 ? 0 : -errno;
+    return sys::EpollCtl(k, EPOLL_CTL_MOD, mfd, &ev) == 0 ? 0 : -errno;
   });
   // A failure means the mirror or the kernel epoll was closed under us
   // (semantics.md D19): nothing to arm any more.
@@ -137,7 +140,7 @@ void Eventpoll::SyncMirror(bool edge_if_ready) {
     // its ready list (the header comment says why the MOD cannot). Never
     // EAGAIN: the count would need 2^64 arms to overflow.
     uint64_t one = 1;
-    (void)sys::Write(mirror_fd_, &one, sizeof one);
+    (void)sys::Write(mfd, &one, sizeof one);
   }
   mirror_armed_ = want;
 }
