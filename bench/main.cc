@@ -40,6 +40,9 @@ const Command kCommands[] = {
      "N armed timerfds: expiry-to-delivery lateness, CPU per expiry"},
     {"userq", CmdUserq,
      "a bounded queue: uepoll user object vs kernel eventfd signals"},
+    {"bridge", CmdBridge,
+     "a kernel epoll loop: N eventfds direct vs one watchable uepoll "
+     "instance"},
     {"suite", CmdSuite, "a short representative run of all of the above"},
 };
 

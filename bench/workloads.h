@@ -100,6 +100,15 @@ Result MeasureUserq(const Backend& b, double rate, double runtime);
 int CmdTimers(int argc, char** argv);
 int CmdUserq(int argc, char** argv);
 
+// bridge (wl_bridge.cc): a kernel epoll loop serving nfds eventfds signalled
+// from another thread, directly (kernel) or through one watchable uepoll
+// instance (uepoll). rate 0: as fast as the loop takes them; edge: the
+// eventfds are registered EPOLLET.
+Result MeasureBridge(const Backend& b, unsigned long nfds,
+                     unsigned long maxevents, double rate, bool edge,
+                     double runtime);
+int CmdBridge(int argc, char** argv);
+
 int CmdWait(int argc, char** argv);
 int CmdCtl(int argc, char** argv);
 int CmdNested(int argc, char** argv);

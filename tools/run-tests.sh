@@ -18,11 +18,14 @@ set -euo pipefail
 # bench builds and skips io_uring); libclang-rt-14-dev: clang's fuzzer
 # runtime, for the libFuzzer target in CI; dpkg-dev and file: CPack's Debian
 # package (dpkg-shlibdeps); groff-base: the manual pages' render check;
-# man-db: the installed package's check; libev-dev, libevent-dev: the
-# event libraries tests/interpose runs unmodified on uepoll.
+# man-db: the installed package's check; libuv1-dev, libboost-dev,
+# libevent-dev, libev-dev: the event loops of tests/integration (each test
+# is left out where its library is missing) and the ones tests/interpose
+# runs unmodified on uepoll.
 readonly PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev
-                   libbenchmark-dev liburing-dev libev-dev libevent-dev
-                   pkg-config dpkg-dev file groff-base man-db)
+                   libbenchmark-dev liburing-dev
+                   pkg-config dpkg-dev file groff-base man-db
+                   libuv1-dev libboost-dev libevent-dev libev-dev)
 
 usage() { sed -n '2,14s/^# \{0,1\}//p' "$0"; }
 

@@ -47,8 +47,11 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <uepoll/uepoll.h>
@@ -94,6 +97,19 @@ static inline int uepoll_rename_socketpair(int domain, int type, int protocol,
 #define timerfd_settime(fd, flags, new_value, old_value) \
   uepoll_timerfd_settime(fd, flags, new_value, old_value)
 #define timerfd_gettime(fd, curr_value) uepoll_timerfd_gettime(fd, curr_value)
+#define readv(fd, iov, iovcnt) uepoll_readv(fd, iov, iovcnt)
+#define writev(fd, iov, iovcnt) uepoll_writev(fd, iov, iovcnt)
+#define preadv(fd, iov, iovcnt, offset) uepoll_preadv(fd, iov, iovcnt, offset)
+#define pwritev(fd, iov, iovcnt, offset) uepoll_pwritev(fd, iov, iovcnt, offset)
+#define sendto(fd, buf, len, flags, dest, destlen) \
+  uepoll_sendto(fd, buf, len, flags, dest, destlen)
+#define recvfrom(fd, buf, len, flags, src, srclen) \
+  uepoll_recvfrom(fd, buf, len, flags, src, srclen)
+#define sendmsg(fd, msg, flags) uepoll_sendmsg(fd, msg, flags)
+#define recvmsg(fd, msg, flags) uepoll_recvmsg(fd, msg, flags)
+#define ppoll(fds, nfds, tmo, sigmask) uepoll_ppoll(fds, nfds, tmo, sigmask)
+#define pselect(nfds, r, w, e, timeout, sigmask) \
+  uepoll_pselect(nfds, r, w, e, timeout, sigmask)
 
 #ifndef __cplusplus
 
@@ -106,6 +122,10 @@ static inline int uepoll_rename_socketpair(int domain, int type, int protocol,
 #define pipe(pipefd) uepoll_pipe(pipefd)
 #define poll(fds, nfds, timeout) uepoll_poll(fds, nfds, timeout)
 #define fcntl(...) uepoll_fcntl(__VA_ARGS__)
+#define send(fd, buf, len, flags) uepoll_send(fd, buf, len, flags)
+#define recv(fd, buf, len, flags) uepoll_recv(fd, buf, len, flags)
+#define select(nfds, r, w, e, timeout) uepoll_select(nfds, r, w, e, timeout)
+#define ioctl(...) uepoll_ioctl(__VA_ARGS__)
 
 #else /* C++: rename by the number of arguments */
 

@@ -101,9 +101,11 @@ UEPOLL_API int uepoll_epoll_pwait2(int epfd, struct epoll_event *events,
  * empties the instance, edge-triggered ones get an edge at every transition
  * to ready; nested instances and kernel descriptors inside propagate to it.
  * When the loop reports it readable, harvest it with uepoll_epoll_wait (a
- * zero timeout). Cost: a watchable instance makes one syscall when its
- * ready list goes from empty to non-empty and one when a harvest empties
- * it; never one per event. Instances that are not watchable pay nothing.
+ * zero timeout; an edge-triggered watcher harvests until that returns 0).
+ * Cost: a watchable instance makes two syscalls when its ready list goes
+ * from empty to non-empty and one when a harvest empties it, plus the
+ * kernel half's one per harvest; never one per event. Instances that are
+ * not watchable pay nothing.
  *
  * uepoll_epoll_make_watchable makes an instance watchable (0, or -1 with
  * errno EBADF, EINVAL (not an instance), EMFILE/ENOMEM, EPERM in the

@@ -201,8 +201,11 @@ class Eventpoll final : public File {
   // Registers the kernel half with the bridge (once).
   void RegisterWithBridge();
   // Brings the mirror in line with the uepoll half's readiness now (arm:
-  // events to report, disarm: none). Takes mirror_mu_, then lock_.
-  void SyncMirror() EXCLUDES(lock_);
+  // events to report, disarm: none). edge_if_ready: the caller just told
+  // the application "nothing" (a harvest of 0), so events that are there
+  // now need a new edge even if the mirror is armed. Takes mirror_mu_,
+  // then lock_.
+  void SyncMirror(bool edge_if_ready = false) EXCLUDES(lock_);
   // Closes the mirror while kfd (the last number) still names the kernel
   // epoll that validates it.
   void DropMirror(int kfd);
@@ -348,9 +351,10 @@ class Eventpoll final : public File {
   // The bridge registration of the kernel half; written under NestingLock().
   std::atomic<int> bridge_handle_{-1};
   Mutex kmu_;  // serializes changes of knum_
-  // The mirror of a watchable instance: an eventfd whose count is 1 for
-  // ever, registered in the kernel half with data mirror_tag_ and events
-  // EPOLLIN while the uepoll half has events (armed), 0 otherwise.
+  // The mirror of a watchable instance: an always-readable eventfd (each
+  // arm adds 1 to its count, to wake the kernel half), registered in the kernel
+  // half with data mirror_tag_ and events EPOLLIN while the uepoll half has
+  // events (armed), 0 otherwise.
   Mutex mirror_mu_ ACQUIRED_BEFORE(lock_);
   int mirror_fd_ GUARDED_BY(mirror_mu_) = -1;
   bool mirror_armed_ GUARDED_BY(mirror_mu_) = false;

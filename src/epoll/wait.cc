@@ -129,7 +129,7 @@ int Eventpoll::SendUepollEvents(epoll_event* events,
   }
   DoneScan(&txlist, ntx, &requeue, nrequeue);
   // A watchable instance's kernel face follows what the harvest left.
-  if (watchable()) SyncMirror();
+  if (watchable()) SyncMirror(res == 0);
   return res;
 }
 

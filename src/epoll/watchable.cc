@@ -5,29 +5,41 @@
 // The instance gets a kernel half (kernel_half.cc), so each of its numbers
 // is a kernel epoll instance, which the kernel reports readable exactly
 // while it has a ready item. Its kernel descriptors are such items already;
-// the uepoll half is mirrored by one more: an eventfd whose count is 1 for
-// ever (always readable), registered with the private tag mirror_tag_ and
-// with events EPOLLIN ("armed") while the uepoll half has events to report,
-// 0 ("disarmed") otherwise. So the number is readable exactly while the
-// instance has events, which is the kernel's rule for an epoll descriptor:
+// the uepoll half is mirrored by one more: an eventfd that is always
+// readable (its count starts at 1 and only grows), registered with the
+// private tag mirror_tag_ and with events EPOLLIN ("armed") while the
+// uepoll half has events to report, 0 ("disarmed") otherwise. So the
+// number is readable exactly while the instance has events, which is the
+// kernel's rule for an epoll descriptor:
 //  - a level-triggered watcher sees it readable while events wait, and not
 //    after a harvest emptied the instance (the harvest disarms);
-//  - an edge-triggered watcher gets an edge at every transition to ready
-//    (arming is an EPOLL_CTL_MOD that makes the mirror ready, and the
-//    kernel wakes its epoll's watchers for it);
+//  - an edge-triggered watcher gets an edge at every transition to ready:
+//    arming writes the eventfd, whose wakeup reaches the kernel half's
+//    callback and through it the watchers of the number. The
+//    EPOLL_CTL_MOD alone is not enough: the kernel wakes watchers at a MOD
+//    only if the item is not on its ready list, and a disarmed mirror stays
+//    there until something polls the kernel half, which an edge-triggered
+//    watcher never does (Watchable.edge_triggered_watcher_gets_an_edge_
+//    after_every_emptying_harvest);
 //  - nested instances and kernel descriptors below reach it as they reach
 //    any waiter of the instance.
 // Arming happens when the ready list goes from empty to non-empty (a
 // wakeup callback, an ADD or MOD that finds the source ready), disarming at
-// the end of a harvest or poll that leaves it empty: one syscall per
-// transition, none per event. An item that went idle without a harvest
-// leaves the mirror armed until the next harvest: one spurious wakeup of a
-// watcher, which then harvests nothing and disarms it.
+// the end of a harvest or poll that leaves it empty: one syscall to disarm,
+// two (the MOD, the write) to arm, none per event. A harvest that returns
+// nothing while events arrived behind its scan arms again even if the
+// mirror is armed: the watcher was just told "nothing" and an edge-
+// triggered one waits for the next edge
+// (Watchable.an_event_behind_an_empty_harvest_gets_an_edge). An item
+// that went idle without a harvest leaves the mirror armed until the next
+// harvest: one spurious wakeup of a watcher, which then harvests nothing
+// and disarms it.
 //
-// The mirror's number is the library's own: every use is an EPOLL_CTL_MOD
-// of its registration (the identity check of base/parker.h), and it is
-// closed when the instance's last number is, while the kernel epoll that
-// validates it still exists. Harvests drop the mirror's events (its tag).
+// The mirror's number is the library's own: every use starts with an
+// EPOLL_CTL_MOD of its registration (the identity check of base/parker.h),
+// so the write goes to our eventfd, and it is closed when the instance's
+// last number is, while the kernel epoll that validates it still exists.
+// Harvests drop the mirror's events (its tag).
 //
 // Instances that are not watchable pay one load of watchable_ on the slow
 // path of a wakeup and at the end of a harvest.
@@ -85,7 +97,7 @@ int Eventpoll::MakeWatchable(int epfd) {
   return 0;
 }
 
-void Eventpoll::SyncMirror() {
+void Eventpoll::SyncMirror(bool edge_if_ready) {
   MutexLock m(mirror_mu_);
   if (mirror_fd_ < 0) return;
   bool want;
@@ -95,17 +107,29 @@ void Eventpoll::SyncMirror() {
     MutexLock l(lock_);
     want = EventsAvailableLocked();
   }
-  if (want == mirror_armed_) return;
+  if (want == mirror_armed_ && !(want && edge_if_ready)) return;
+  // A copy for the lambda, which the thread-safety analysis cannot see
+  // runs under mirror_mu_.
+  const int mfd = mirror_fd_;
   int r = KernelOp([&](int k) {
     if (k < 0) return -EBADF;
     epoll_event ev{};
     ev.events = want ? uint32_t{EPOLLIN} : 0u;
     ev.data.u64 = mirror_tag_;
-    return sys::EpollCtl(k, EPOLL_CTL_MOD, mirror_fd_, &ev) == 0 ? 0 : -errno;
+    return sys::EpollCtl(k, EPOLL_CTL_MOD, mfd, &ev) == 0 ? 0 : -errno;
   });
   // A failure means the mirror or the kernel epoll was closed under us
   // (semantics.md D19): nothing to arm any more.
-  if (r == 0) mirror_armed_ = want;
+  if (r != 0) return;
+  if (want) {
+    // The MOD just proved the number is still our eventfd. The write wakes
+    // the kernel half's watchers whether or not the mirror was still on
+    // its ready list (the header comment says why the MOD cannot). Never
+    // EAGAIN: the count would need 2^64 arms to overflow.
+    uint64_t one = 1;
+    (void)sys::Write(mfd, &one, sizeof one);
+  }
+  mirror_armed_ = want;
 }
 
 void Eventpoll::DropMirror(int kfd) {

@@ -179,8 +179,9 @@ EXPORT int pipe2(int pipefd[2], int flags) {
   return Uses(kPipe) ? uepoll_pipe2(pipefd, flags)
                      : Libc()->pipe2(pipefd, flags);
 }
-/* uepoll has AF_UNIX stream pairs only: datagram and seqpacket pairs, and
- * other families (which the kernel refuses), stay the kernel's. */
+/* Stream pairs become uepoll's; datagram and seqpacket pairs stay the
+ * kernel's, as under rename.h (uepoll has them too, but programs that
+ * pass such pairs to child processes are common), and other families. */
 EXPORT int socketpair(int domain, int type, int protocol, int sv[2]) {
   if (domain == AF_UNIX && (type & 0xf) == SOCK_STREAM && Uses(kSocketpair)) {
     return uepoll_socketpair(domain, type, protocol, sv);
@@ -217,6 +218,67 @@ EXPORT int dup3(int oldfd, int newfd, int flags) {
 }
 EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout) {
   return uepoll_poll(fds, nfds, timeout);
+}
+
+/* The I/O surface of issue 12: vectored and socket calls, ppoll, select,
+ * pselect, ioctl. Each passes kernel descriptors to libc. */
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt) {
+  return uepoll_readv(fd, iov, iovcnt);
+}
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt) {
+  return uepoll_writev(fd, iov, iovcnt);
+}
+EXPORT ssize_t preadv(int fd, const struct iovec *iov, int iovcnt,
+                      off_t offset) {
+  return uepoll_preadv(fd, iov, iovcnt, offset);
+}
+EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int iovcnt,
+                       off_t offset) {
+  return uepoll_pwritev(fd, iov, iovcnt, offset);
+}
+EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags) {
+  return uepoll_send(fd, buf, len, flags);
+}
+EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags) {
+  return uepoll_recv(fd, buf, len, flags);
+}
+/* With _GNU_SOURCE in C, glibc declares the address arguments as
+ * transparent unions (__SOCKADDR_ARG): the definitions must match. */
+EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
+                      __CONST_SOCKADDR_ARG dest, socklen_t destlen) {
+  return uepoll_sendto(fd, buf, len, flags, dest.__sockaddr__, destlen);
+}
+EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
+                        __SOCKADDR_ARG src, socklen_t *srclen) {
+  return uepoll_recvfrom(fd, buf, len, flags, src.__sockaddr__, srclen);
+}
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
+  return uepoll_sendmsg(fd, msg, flags);
+}
+EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
+  return uepoll_recvmsg(fd, msg, flags);
+}
+EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
+                 const sigset_t *sigmask) {
+  return uepoll_ppoll(fds, nfds, tmo, sigmask);
+}
+EXPORT int select(int nfds, fd_set *readfds, fd_set *writefds,
+                  fd_set *exceptfds, struct timeval *timeout) {
+  return uepoll_select(nfds, readfds, writefds, exceptfds, timeout);
+}
+EXPORT int pselect(int nfds, fd_set *readfds, fd_set *writefds,
+                   fd_set *exceptfds, const struct timespec *timeout,
+                   const sigset_t *sigmask) {
+  return uepoll_pselect(nfds, readfds, writefds, exceptfds, timeout, sigmask);
+}
+/* Every ioctl argument the engine answers is an int, a pointer or nothing:
+ * read as a pointer-sized integer and passed on unchanged. */
+EXPORT int ioctl(int fd, unsigned long request, ...) {
+  va_list ap;
+  va_start(ap, request);
+  unsigned long arg = va_arg(ap, unsigned long);
+  va_end(ap);
+  return uepoll_ioctl(fd, request, arg);
 }
 
 /* Every fcntl argument is an int, a long or a pointer, one register: read

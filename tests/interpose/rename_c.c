@@ -10,8 +10,11 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -127,6 +130,27 @@ int main(void) {
   CHECK(poll(pfd, kSources, 0) == 0);
   char c;
   CHECK(write(q[1], "e", 1) == 1 && read(q[0], &c, 1) == 1 && c == 'e');
+
+  /* The I/O surface: vectored, socket and select calls on the objects. */
+  {
+    char a[2] = {'v', 'w'}, b[3] = {'x', 'y', 'z'}, got[8] = {0};
+    struct iovec out[2] = {{a, 2}, {b, 3}};
+    CHECK(writev(q[1], out, 2) == 5);
+    int avail = -1;
+    CHECK(ioctl(q[0], FIONREAD, &avail) == 0 && avail == 5);
+    struct iovec in[2] = {{got, 1}, {got + 1, 7}};
+    CHECK(readv(q[0], in, 2) == 5 && memcmp(got, "vwxyz", 5) == 0);
+    CHECK(send(s[1], "ok", 2, MSG_NOSIGNAL) == 2);
+    fd_set rs;
+    FD_ZERO(&rs);
+    FD_SET(s[0], &rs);
+    struct timeval tv = {10, 0};
+    CHECK(select(s[0] + 1, &rs, NULL, NULL, &tv) == 1 && FD_ISSET(s[0], &rs));
+    CHECK(recv(s[0], got, sizeof got, MSG_PEEK) == 2);
+    struct iovec one = {got, sizeof got};
+    struct msghdr mh = {.msg_iov = &one, .msg_iovlen = 1};
+    CHECK(recvmsg(s[0], &mh, 0) == 2 && memcmp(got, "ok", 2) == 0);
+  }
 
   CHECK(shutdown(s[1], SHUT_WR) == 0);
   CHECK(poll(&pfd[kStream], 1, 10000) == 1 && pfd[kStream].revents == POLLIN);

@@ -8,6 +8,7 @@
 #include <sys/select.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <thread>
@@ -112,6 +113,68 @@ TEST_F(Watchable, edge_triggered_watcher_gets_one_edge_per_transition) {
   EXPECT_EQ(Harvest(), 0);
   Signal();  // a new transition to ready
   EXPECT_EQ(KernelReports(), 1);
+}
+
+// A disarmed mirror stays on the kernel half's ready list until something
+// polls the kernel half, and an edge-triggered watcher never does: arming
+// must still wake it. One harvest after each emptying, whichever half the
+// harvest visits first (they alternate), so both orders are covered.
+TEST_F(Watchable,
+       edge_triggered_watcher_gets_an_edge_after_every_emptying_harvest) {
+  Watch(EPOLLET);
+  for (int round = 0; round < 6; ++round) {
+    Signal();
+    EXPECT_EQ(KernelReports(), 1) << "round " << round;
+    EXPECT_EQ(Harvest(), 1);
+    Consume();
+    EXPECT_EQ(Harvest(), 0);
+  }
+}
+
+// An event that arrives while a harvest scans (so behind it, on the
+// overflow list) and a harvest that then reports nothing: the caller was
+// told "nothing", so an edge-triggered watcher must get a new edge even
+// though the mirror never went idle. The scan is held open by a user
+// object whose poll, once, has another thread signal the eventfd and then
+// answers "not ready" (a poll callback may not call uepoll itself).
+TEST_F(Watchable, an_event_behind_an_empty_harvest_gets_an_edge) {
+  struct Obj {
+    std::atomic<bool> ready{true};
+    std::atomic<bool> inject{false};
+    int efd;
+  } obj;
+  obj.efd = efd_;
+  uepoll_obj_ops ops{};
+  ops.poll = [](void* ctx) -> uint32_t {
+    auto* o = static_cast<Obj*>(ctx);
+    if (o->inject.exchange(false)) {
+      std::thread t([o] {
+        uint64_t one = 1;
+        EXPECT_EQ(uepoll_write(o->efd, &one, 8), 8);
+      });
+      t.join();
+    }
+    return o->ready.load() ? uint32_t{EPOLLIN} : 0u;
+  };
+  uepoll_obj* handle = nullptr;
+  int ufd = uepoll_obj_create(&ops, &obj, O_NONBLOCK, &handle);
+  ASSERT_GE(ufd, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 7;
+  ASSERT_EQ(uepoll_epoll_ctl(ep_, EPOLL_CTL_ADD, ufd, &ev), 0);
+  Watch(EPOLLET);
+  EXPECT_EQ(KernelReports(), 1);
+  EXPECT_EQ(Harvest(), 1);  // the object, queued again (LT)
+  obj.ready = false;
+  obj.inject = true;
+  EXPECT_EQ(Harvest(), 0) << "the scan saw only the idle object";
+  EXPECT_FALSE(obj.inject.load()) << "the scan polled the object";
+  EXPECT_EQ(KernelReports(), 1) << "the eventfd's event needs an edge";
+  EXPECT_EQ(Harvest(), 1);
+  Consume();
+  uepoll_close(ufd);
+  uepoll_obj_put(handle);
 }
 
 TEST_F(Watchable, poll_and_select_see_the_number) {
