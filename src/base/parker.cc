@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -73,6 +74,33 @@ bool ModWake(int pkep, int efd, uint32_t events) {
   ev.events = events;
   return sys::EpollCtl(pkep, EPOLL_CTL_MOD, efd, &ev) == 0;
 }
+
+// A keeper's sleep ends at a timer's expiry, which a kernel timerfd meets
+// with no slack; the thread's own slack (50 us by default, applied to every
+// futex and ppoll timeout) would make each expiry run that much late. It is
+// set to 1 ns for that sleep only and restored on every way out (a
+// cancellation unwinding the sleep included): the application's value is
+// read each time, never cached, so one it sets is never overwritten.
+class KeeperSlack {
+ public:
+  KeeperSlack() {
+    int saved = errno;
+    long cur = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    if (cur > 1 && prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) == 0) old_ = cur;
+    errno = saved;
+  }
+  ~KeeperSlack() {
+    if (old_ <= 1) return;
+    int saved = errno;
+    prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(old_), 0, 0, 0);
+    errno = saved;
+  }
+  KeeperSlack(const KeeperSlack&) = delete;
+  KeeperSlack& operator=(const KeeperSlack&) = delete;
+
+ private:
+  long old_ = 0;
+};
 
 // The relative timeout of one sleep; nullptr for an infinite deadline.
 const timespec* SleepTimeout(const Deadline& deadline, timespec* ts) {
@@ -302,7 +330,15 @@ Parker::Result Parker::ParkLoop(int parked_state, const Deadline& deadline,
         bounded = true;
       }
     }
-    unsigned r = bounded && bound.Expired() ? kTimedOut : sleep_once(bound);
+    unsigned r;
+    if (!bounded) {
+      r = sleep_once(bound);
+    } else if (bound.Expired()) {
+      r = kTimedOut;
+    } else {
+      KeeperSlack slack;
+      r = sleep_once(bound);
+    }
     if (bounded && (r & kTimedOut)) {
       // Our bound (the caller's deadline may have come too): run what is
       // due, outside the parked state (an Unpark then only leaves a token),
@@ -361,11 +397,15 @@ Parker::Result Parker::Park(const Deadline& deadline, const sigset_t* mask,
   }
   for (;;) {
     if (!EnsureFds()) {
-      return ParkLoop(kParkedFutex, deadline, true, [&](const Deadline& until) {
-        return SleepDegraded(until, mask, kfds, nkfds);
-      });
+      return ParkLoop(kParkedFutex, deadline, false,
+                      [&](const Deadline& until) {
+                        return SleepDegraded(until, mask, kfds, nkfds);
+                      });
     }
-    Result r = ParkLoop(kParkedFd, deadline, true, [&](const Deadline& until) {
+    // Never keeps: ppoll's timeout has a slack of 0.1% of the time left
+    // whatever the thread's own (select_estimate_accuracy), 1 ms on an
+    // expiry 1 s away, where a kernel timerfd has none.
+    Result r = ParkLoop(kParkedFd, deadline, false, [&](const Deadline& until) {
       return SleepFd(until, mask, kfds, nkfds);
     });
     if (!(r & kRetry)) return r;

@@ -60,14 +60,16 @@
 // Timers (docs/design.md, "Timers"): while a timer is armed, one parked
 // thread at a time is the *keeper*: it bounds its sleep by the earliest armed
 // expiry, published in timer_due_, and on waking there runs what is due
-// itself (ParkTimers::run_due), outside the parked state and holding no
+// itself (Timers::run_due), outside the parked state and holding no
 // lock, so the expiry costs one wakeup, not the timer thread's and then
 // ours. Whether a thread keeps, and what happens when a keeper leaves, is
-// the timer module's business (ParkTimers); base/ only calls it, and a
+// the timer module's business (Timers); base/ only calls it, and a
 // thread in a process with nothing armed pays one load of timer_due_ per
-// sleep. A restartable sleep (ParkIo) never keeps: a futex sleep with a
-// timeout is never restarted after a handler, which would change read()'s
-// signal rule.
+// sleep. Only a plain futex sleep keeps: a restartable one (ParkIo) with a
+// timeout would no longer be restarted after a handler (read()'s signal
+// rule), and a descriptor sleep's ppoll has a slack of 0.1% of its timeout
+// whatever the thread's. A keeper's sleep runs with a timer slack of 1 ns
+// (the thread's own is restored after it), as a kernel timerfd has none.
 //
 // Lifetime: a Parker is thread_local. Wakers only call Unpark while holding
 // the lock of the queue the owner's wait entry is on; the owner removes its
@@ -139,11 +141,11 @@ class Parker {
     timers_.store(t, std::memory_order_release);  // pairs with ParkLoop
   }
   // The earliest armed expiry (CLOCK_MONOTONIC ns), INT64_MAX when nothing
-  // is armed. Written by the timer module under its lock. seq_cst: a thread
-  // that parks stores its parked state, then loads this; a resigning keeper
-  // stores nothing here but the arming thread's store and the keeper's
-  // later scan of parked threads (AnyOtherParked) are ordered after it, so
-  // a thread that saw no timer armed is seen parked by that scan.
+  // is armed. Written by the timer module under its lock. seq_cst, as are
+  // the parking exchange and AnyOtherParked's loads: a thread that parks
+  // and then loads INT64_MAX here (so never asks cover) loaded it before
+  // the publication of the next arming, which precedes any later keeper's
+  // resignation and its scan, so that scan sees the thread parked.
   static void PublishTimerDue(int64_t due_ns) {
     timer_due_.store(due_ns, std::memory_order_seq_cst);
   }
