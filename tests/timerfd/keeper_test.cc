@@ -11,8 +11,10 @@
 // long bound: a lost expiry is a failure, never a slow pass.
 #include <dirent.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -300,6 +302,74 @@ TEST(TimerKeeper, ZeroTimeoutWaitAfterTheKeeperLeftSeesTheExpiry) {
   uint64_t ticks = 0;
   EXPECT_EQ(uepoll_read(t, &ticks, 8), 8);
   EXPECT_EQ(ticks, 1u);
+  uepoll_close(tep);
+  uepoll_close(t);
+  ExpectNoUepollLeaks();
+}
+
+// A keeper sleeps with 1 ns timer slack (a kernel timerfd has none), and
+// the thread's own value is back when the wait returns.
+TEST(TimerKeeper, KeeperGivesTheThreadItsTimerSlackBack) {
+  constexpr unsigned long kSlack = 123457;
+  ASSERT_EQ(prctl(PR_SET_TIMERSLACK, kSlack, 0, 0, 0), 0);
+  int t = UTimer();
+  int ep = UEpollWith(t, 1);
+  UArm(t, 2 * kMs, 2 * kMs);
+  for (int i = 0; i < 5; ++i) {
+    epoll_event ev;
+    ASSERT_EQ(uepoll_epoll_wait(ep, &ev, 1, kExpiryWaitMs), 1);
+    EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), long(kSlack));
+    uint64_t ticks;
+    ASSERT_EQ(uepoll_read(t, &ticks, 8), 8);
+  }
+  EXPECT_FALSE(TimerQueue::Get().has_keeper());
+  prctl(PR_SET_TIMERSLACK, 0UL, 0, 0, 0);  // the default again
+  uepoll_close(ep);
+  uepoll_close(t);
+  ExpectNoUepollLeaks();
+}
+
+// A keeper cancelled in its sleep (pthread_cancel) gives up keeping as it
+// unwinds: another thread that waited meanwhile is served.
+TEST(TimerKeeper, CancelledKeeperHandsOver) {
+  int t = UTimer();
+  int tep = UEpollWith(t, 6);
+  int efd = uepoll_eventfd(0, EFD_NONBLOCK);
+  int eep = UEpollWith(efd, 1);
+  UArm(t, 300 * kMs);
+  struct Ctx {
+    int ep;
+    std::atomic<pid_t> tid{0};
+  } ctx{eep};
+  auto fn = +[](void* arg) -> void* {
+    auto* c = static_cast<Ctx*>(arg);
+    c->tid.store(Gettid());
+    epoll_event ev;
+    uepoll_epoll_wait(c->ep, &ev, 1, kWaitMs);
+    return nullptr;
+  };
+  pthread_t a;
+  ASSERT_EQ(pthread_create(&a, nullptr, fn, &ctx), 0);
+  ASSERT_TRUE(Eventually([&] { return ctx.tid.load() != 0; }));
+  ASSERT_TRUE(WaitUntilParked(ctx.tid.load()));
+  ASSERT_TRUE(Eventually([] { return TimerQueue::Get().has_keeper(); }));
+  int early = UTimer();  // as in DormantSetup
+  UArm(early, 2 * kMs);
+  ASSERT_TRUE(Eventually([] { return TimerQueue::Get().thread_dormant(); }));
+  Waiter b([&](epoll_event* evs) {
+    return uepoll_epoll_wait(tep, evs, Waiter::kEvents, kWaitMs);
+  });
+  ASSERT_TRUE(b.Parked());
+  ASSERT_EQ(pthread_cancel(a), 0);
+  void* ret = nullptr;
+  ASSERT_EQ(pthread_join(a, &ret), 0);
+  EXPECT_EQ(ret, PTHREAD_CANCELED);
+  ASSERT_TRUE(b.WaitDone());
+  ASSERT_EQ(b.result(), 1) << "the covered expiry was never run";
+  EXPECT_EQ(b.event(0).data.u64, 6u);
+  uepoll_close(early);
+  uepoll_close(eep);
+  uepoll_close(efd);
   uepoll_close(tep);
   uepoll_close(t);
   ExpectNoUepollLeaks();
