@@ -84,6 +84,9 @@ int UEpollWith(int fd, uint64_t data) {
   return ep;
 }
 
+// How far away the expiry a keeper covers is armed in the scenarios below.
+constexpr int64_t kCoverNs = 3000 * kMs;
+
 // A thread (A) parked in epoll_wait on an eventfd's instance keeps, covering
 // the expiry of `cover_fd` (armed `cover_ns` from now); a second timer that
 // fires first makes the timer thread decide again while A keeps, so that it
@@ -94,10 +97,13 @@ struct DormantSetup {
   int early = -1;
   std::unique_ptr<Waiter> keeper;
 
+  int64_t cover_at = 0;
+
   bool Start(int cover_fd, int64_t cover_ns) {
     efd = uepoll_eventfd(0, EFD_NONBLOCK);
     ep = UEpollWith(efd, 1);
     early = UTimer();
+    cover_at = ClockNs(CLOCK_MONOTONIC) + cover_ns;
     UArm(cover_fd, cover_ns);
     keeper = std::make_unique<Waiter>([this](epoll_event* evs) {
       return uepoll_epoll_wait(ep, evs, Waiter::kEvents, kWaitMs);
@@ -109,7 +115,13 @@ struct DormantSetup {
     // Earlier than the keeper's bound: the timer thread takes it, then
     // finds the keeper covering what is left and sleeps with no timeout.
     UArm(early, 2 * kMs);
-    return Eventually([] { return TimerQueue::Get().thread_dormant(); });
+    if (!Eventually([] { return TimerQueue::Get().thread_dormant(); })) {
+      return false;
+    }
+    // The scenario needs the covered expiry still ahead (kCoverNs leaves a
+    // loaded machine seconds for the setup).
+    EXPECT_LT(ClockNs(CLOCK_MONOTONIC), cover_at) << "setup outlasted kCoverNs";
+    return ClockNs(CLOCK_MONOTONIC) < cover_at;
   }
   // Wakes A with an unrelated event, long before the covered expiry.
   bool WakeKeeper() {
@@ -176,7 +188,7 @@ TEST(TimerKeeper, KeeperLeavingEarlyHandsOverToTheTimerThread) {
   int tep = UEpollWith(t, 9);
   {
     DormantSetup s;
-    ASSERT_TRUE(s.Start(t, 300 * kMs));
+    ASSERT_TRUE(s.Start(t, kCoverNs));
     Waiter b([&](epoll_event* evs) {
       return uepoll_epoll_wait(tep, evs, Waiter::kEvents, kWaitMs);
     });
@@ -197,7 +209,7 @@ TEST(TimerKeeper, BlockedReaderIsServedAfterTheKeeperLeaves) {
   int t = UTimer(0);  // blocking
   {
     DormantSetup s;
-    ASSERT_TRUE(s.Start(t, 300 * kMs));
+    ASSERT_TRUE(s.Start(t, kCoverNs));
     std::atomic<uint64_t> ticks{0};
     Waiter b([&](epoll_event*) {
       uint64_t v = 0;
@@ -231,7 +243,7 @@ TEST(TimerKeeper, BlockedReaderAfterTheKeeperLeftIsServed) {
   int t = UTimer(0);  // blocking
   {
     DormantSetup s;
-    ASSERT_TRUE(s.Start(t, 300 * kMs));
+    ASSERT_TRUE(s.Start(t, kCoverNs));
     ASSERT_TRUE(s.WakeKeeper());
     std::atomic<uint64_t> ticks{0};
     Waiter b([&](epoll_event*) {
@@ -264,7 +276,7 @@ TEST(TimerKeeper, ThreadParkedWhileNothingWasArmedIsServed) {
   int tep = UEpollWith(t, 4);
   {
     DormantSetup s;
-    ASSERT_TRUE(s.Start(t, 300 * kMs));
+    ASSERT_TRUE(s.Start(t, kCoverNs));
     UArm(t, 0);  // disarmed: with the early one gone, nothing is armed
     ASSERT_TRUE(s.WakeKeeper());
     EXPECT_EQ(TimerQueue::Get().armed(), 0);
@@ -287,13 +299,15 @@ TEST(TimerKeeper, ThreadParkedWhileNothingWasArmedIsServed) {
 TEST(TimerKeeper, ZeroTimeoutWaitAfterTheKeeperLeftSeesTheExpiry) {
   int t = UTimer();
   int tep = UEpollWith(t, 3);
+  int64_t covered_at = 0;
   {
     DormantSetup s;
-    ASSERT_TRUE(s.Start(t, 30 * kMs));
+    ASSERT_TRUE(s.Start(t, kCoverNs));
     ASSERT_TRUE(s.WakeKeeper());
+    covered_at = s.cover_at;
   }
   // Past the expiry, with no thread having waited since.
-  int64_t until = ClockNs(CLOCK_MONOTONIC) + 60 * kMs;
+  int64_t until = covered_at + 20 * kMs;
   while (ClockNs(CLOCK_MONOTONIC) < until) std::this_thread::yield();
   epoll_event ev;
   EXPECT_EQ(uepoll_epoll_wait(tep, &ev, 1, 0), 1);
@@ -336,7 +350,7 @@ TEST(TimerKeeper, CancelledKeeperHandsOver) {
   int tep = UEpollWith(t, 6);
   int efd = uepoll_eventfd(0, EFD_NONBLOCK);
   int eep = UEpollWith(efd, 1);
-  UArm(t, 300 * kMs);
+  UArm(t, kCoverNs);
   struct Ctx {
     int ep;
     std::atomic<pid_t> tid{0};
@@ -476,7 +490,7 @@ TEST(TimerKeeper, KernelLoopOnAWatchableInstanceIsServed) {
   int wep = UEpollWith(t, 5);
   {
     DormantSetup s;
-    ASSERT_TRUE(s.Start(t, 300 * kMs));
+    ASSERT_TRUE(s.Start(t, kCoverNs));
     ASSERT_EQ(uepoll_epoll_make_watchable(wep), 0);
     ASSERT_TRUE(s.WakeKeeper());
     int kep = epoll_create1(EPOLL_CLOEXEC);
