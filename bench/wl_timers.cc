@@ -23,6 +23,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 
 #include <uepoll/uepoll.h>
@@ -202,6 +203,21 @@ int CmdTimers(int argc, char** argv) {
     return BadUsage("--timers: a list of counts, e.g. 1000,100000");
   if (!(rate > 0 && rate <= 1e6)) return BadUsage("--rate: in (0, 1e6]");
   double runtime = c.runtime > 0 ? c.runtime : 3;
+  // In the default descriptor mode every uepoll timer is a kernel
+  // placeholder, counted by RLIMIT_NOFILE like the kernel's timerfds: when
+  // the largest count would not fit, uepoll runs in the disjoint mode for
+  // the whole command (its timers and waits are the same code; only the
+  // numbers differ), before it creates its first descriptor.
+  unsigned long largest = *std::max_element(sizes.begin(), sizes.end());
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
+      largest + 64 > rl.rlim_max) {
+    if (uepoll_set_fd_mode(UEPOLL_FD_MODE_DISJOINT) == 0)
+      fprintf(stderr,
+              "uepoll-bench: timers: uepoll in UEPOLL_FD_MODE_DISJOINT "
+              "(%lu timers exceed RLIMIT_NOFILE %lu)\n",
+              largest, (unsigned long)rl.rlim_max);
+  }
   Report report;
   Progress progress(int(c.backends.size() * sizes.size()));
   for (unsigned long n : sizes)

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -74,6 +75,33 @@ bool ModWake(int pkep, int efd, uint32_t events) {
   return sys::EpollCtl(pkep, EPOLL_CTL_MOD, efd, &ev) == 0;
 }
 
+// A keeper's sleep ends at a timer's expiry, which a kernel timerfd meets
+// with no slack; the thread's own slack (50 us by default, applied to every
+// futex and ppoll timeout) would make each expiry run that much late. It is
+// set to 1 ns for that sleep only and restored on every way out (a
+// cancellation unwinding the sleep included): the application's value is
+// read each time, never cached, so one it sets is never overwritten.
+class KeeperSlack {
+ public:
+  KeeperSlack() {
+    int saved = errno;
+    long cur = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    if (cur > 1 && prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) == 0) old_ = cur;
+    errno = saved;
+  }
+  ~KeeperSlack() {
+    if (old_ <= 1) return;
+    int saved = errno;
+    prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(old_), 0, 0, 0);
+    errno = saved;
+  }
+  KeeperSlack(const KeeperSlack&) = delete;
+  KeeperSlack& operator=(const KeeperSlack&) = delete;
+
+ private:
+  long old_ = 0;
+};
+
 // The relative timeout of one sleep; nullptr for an infinite deadline.
 const timespec* SleepTimeout(const Deadline& deadline, timespec* ts) {
   return deadline.RemainingTimespec(ts);
@@ -106,6 +134,18 @@ void ParkerRegistry::Child() {
     r.parkers.PushBack(&tl_self->registry_node_);
   }
   r.mu.Unlock();
+}
+
+bool Parker::AnyOtherParked() {
+  ParkerRegistry& r = ParkerRegistry::Get();
+  MutexLock l(r.mu);
+  for (ListNode* n = r.parkers.next; n != &r.parkers; n = n->next) {
+    Parker* p = UEPOLL_CONTAINER_OF(n, Parker, registry_node_);
+    // seq_cst: pairs with the parking exchange in ParkLoop (parker.h,
+    // PublishTimerDue).
+    if (p->state_.load(std::memory_order_seq_cst) < 0) return true;
+  }
+  return false;
 }
 
 Parker& Parker::Current() {
@@ -244,29 +284,83 @@ unsigned Parker::SleepDegraded(const Deadline& deadline, const sigset_t* mask,
 // token that is already there), sleep with sleep_once() until a real token,
 // the deadline, a signal or a ready kernel descriptor, then leave the parked
 // state, reporting a token that raced with the other reasons as well.
+//
+// While a timer is armed, each round first asks the timer module whether
+// this thread keeps (parker.h, "Timers"); a keeper sleeps no later than the
+// earliest expiry and, woken there, leaves the parked state, runs what is
+// due (a wakeup it causes for itself is then a plain token, no syscall),
+// and parks again unless that handed it a token.
 template <class SleepOnce>
 Parker::Result Parker::ParkLoop(int parked_state, const Deadline& deadline,
-                                SleepOnce sleep_once) {
+                                bool can_keep, SleepOnce sleep_once) {
   int saved_errno = errno;
   // acq_rel: the acquire half pairs with Unpark's release (what the waker
   // wrote before waking us is visible once we see its token); the release
-  // half publishes pkep_/efd_ to a waker that sees kParkedFd.
-  if (state_.exchange(parked_state, std::memory_order_acq_rel) == kNotified) {
+  // half publishes pkep_/efd_ to a waker that sees kParkedFd. seq_cst as
+  // well: it precedes our load of timer_due_, against a resigning keeper's
+  // scan (AnyOtherParked).
+  if (state_.exchange(parked_state, std::memory_order_seq_cst) == kNotified) {
     state_.store(kEmpty, std::memory_order_relaxed);
     errno = saved_errno;
     return kWoken;
   }
-  // Leaves the parked state if a cancellation unwinds through here.
+  // Leaves the parked state, and gives up keeping, on every way out (a
+  // cancellation unwinding through here included).
   struct Unparked {
     std::atomic<int>* state;
+    bool keeper = false;
     ~Unparked() {
       if (state) state->exchange(kEmpty, std::memory_order_acquire);
+      if (keeper) timers_.load(std::memory_order_acquire)->resign();
     }
   } unparked{&state_};
   if (void (*hook)() = before_sleep_.load(std::memory_order_relaxed)) hook();
   Result result = 0;
+  bool woken = false;
   for (;;) {
-    unsigned r = sleep_once();
+    // One load when nothing is armed; Timers exists once anything was.
+    Deadline bound = deadline;
+    bool bounded = false;
+    const Timers* timers = nullptr;
+    if (TimerDue() != INT64_MAX) {
+      timers = timers_.load(std::memory_order_acquire);
+      int64_t at = timers->cover(deadline.at_ns(), can_keep, &unparked.keeper);
+      if (at < deadline.at_ns()) {
+        bound = Deadline::At(at);
+        bounded = true;
+      }
+    }
+    unsigned r;
+    if (!bounded) {
+      r = sleep_once(bound);
+    } else if (bound.Expired()) {
+      r = kTimedOut;
+    } else {
+      KeeperSlack slack;
+      r = sleep_once(bound);
+    }
+    if (bounded && (r & kTimedOut)) {
+      // Our bound (the caller's deadline may have come too): run what is
+      // due, outside the parked state (an Unpark then only leaves a token),
+      // holding no lock.
+      if (!deadline.Expired()) r &= ~kTimedOut;
+      woken = state_.exchange(kEmpty, std::memory_order_acquire) == kNotified;
+      timers->run_due();
+      if (!woken && !r) {
+        // Park again, unless a token came meanwhile (maybe from run_due).
+        if (state_.exchange(parked_state, std::memory_order_seq_cst) !=
+            kNotified) {
+          continue;
+        }
+        woken = true;
+      }
+      if (state_.exchange(kEmpty, std::memory_order_acquire) == kNotified) {
+        woken = true;
+      }
+      unparked.state = nullptr;
+      result = r;
+      break;
+    }
     if (r) {
       result = r;
       break;
@@ -279,10 +373,17 @@ Parker::Result Parker::ParkLoop(int parked_state, const Deadline& deadline,
       break;
     }
   }
-  unparked.state = nullptr;
-  if (state_.exchange(kEmpty, std::memory_order_acquire) == kNotified) {
-    result |= kWoken;
+  if (unparked.state) {
+    unparked.state = nullptr;
+    if (state_.exchange(kEmpty, std::memory_order_acquire) == kNotified) {
+      woken = true;
+    }
   }
+  if (unparked.keeper) {
+    unparked.keeper = false;
+    timers_.load(std::memory_order_acquire)->resign();
+  }
+  if (woken) result |= kWoken;
   errno = saved_errno;
   return result;
 }
@@ -290,17 +391,23 @@ Parker::Result Parker::ParkLoop(int parked_state, const Deadline& deadline,
 Parker::Result Parker::Park(const Deadline& deadline, const sigset_t* mask,
                             pollfd* kfds, nfds_t nkfds) {
   if (!mask && !(kfds && nkfds > 1)) {
-    return ParkLoop(kParkedFutex, deadline,
-                    [&] { return SleepFutex(deadline, false); });
+    return ParkLoop(kParkedFutex, deadline, true, [&](const Deadline& until) {
+      return SleepFutex(until, false);
+    });
   }
   for (;;) {
     if (!EnsureFds()) {
-      return ParkLoop(kParkedFutex, deadline, [&] {
-        return SleepDegraded(deadline, mask, kfds, nkfds);
-      });
+      return ParkLoop(kParkedFutex, deadline, false,
+                      [&](const Deadline& until) {
+                        return SleepDegraded(until, mask, kfds, nkfds);
+                      });
     }
-    Result r = ParkLoop(kParkedFd, deadline,
-                        [&] { return SleepFd(deadline, mask, kfds, nkfds); });
+    // Never keeps: ppoll's timeout has a slack of 0.1% of the time left
+    // whatever the thread's own (select_estimate_accuracy), 1 ms on an
+    // expiry 1 s away, where a kernel timerfd has none.
+    Result r = ParkLoop(kParkedFd, deadline, false, [&](const Deadline& until) {
+      return SleepFd(until, mask, kfds, nkfds);
+    });
     if (!(r & kRetry)) return r;
     if (r & kWoken) return kWoken;
     // The numbers are no longer ours: forget them (never close) and sleep
@@ -311,8 +418,11 @@ Parker::Result Parker::Park(const Deadline& deadline, const sigset_t* mask,
 }
 
 Parker::Result Parker::ParkIo() {
-  return ParkLoop(kParkedFutex, Deadline::Infinite(),
-                  [&] { return SleepFutex(Deadline::Infinite(), true); });
+  // Never keeps: a keeper's sleep has a timeout, which a handler would end
+  // with EINTR whatever SA_RESTART says (parker.h, "Timers").
+  return ParkLoop(
+      kParkedFutex, Deadline::Infinite(), false,
+      [&](const Deadline& until) { return SleepFutex(until, true); });
 }
 
 void Parker::Unpark() {

@@ -57,6 +57,20 @@
 // reuse the numbers, and forgets the parkers of threads that do not exist in
 // the child.
 //
+// Timers (docs/design.md, "Timers"): while a timer is armed, one parked
+// thread at a time is the *keeper*: it bounds its sleep by the earliest armed
+// expiry, published in timer_due_, and on waking there runs what is due
+// itself (Timers::run_due), outside the parked state and holding no
+// lock, so the expiry costs one wakeup, not the timer thread's and then
+// ours. Whether a thread keeps, and what happens when a keeper leaves, is
+// the timer module's business (Timers); base/ only calls it, and a
+// thread in a process with nothing armed pays one load of timer_due_ per
+// sleep. Only a plain futex sleep keeps: a restartable one (ParkIo) with a
+// timeout would no longer be restarted after a handler (read()'s signal
+// rule), and a descriptor sleep's ppoll has a slack of 0.1% of its timeout
+// whatever the thread's. A keeper's sleep runs with a timer slack of 1 ns
+// (the thread's own is restored after it), as a kernel timerfd has none.
+//
 // Lifetime: a Parker is thread_local. Wakers only call Unpark while holding
 // the lock of the queue the owner's wait entry is on; the owner removes its
 // entry under that lock before returning, so no Unpark can touch a Parker of
@@ -68,6 +82,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdint>
 
 #include "base/deadline.h"
 #include "base/list.h"
@@ -109,6 +124,38 @@ class Parker {
     before_sleep_.store(hook, std::memory_order_relaxed);
   }
 
+  // How sleeps take part in expiring timers (parker.h, "Timers"), installed
+  // by the timer module before it first publishes a deadline.
+  struct Timers {
+    // The calling thread is parked with its own deadline (CLOCK_MONOTONIC
+    // ns, INT64_MAX for none); *keeper says whether it keeps already. Makes
+    // it keep (or not) and returns the instant it must wake at to run
+    // what is due (INT64_MAX: no bound).
+    int64_t (*cover)(int64_t deadline_ns, bool can_keep, bool* keeper);
+    // The keeper left its sleep for good.
+    void (*resign)();
+    // Runs every expiry that is due. Called with no lock held.
+    void (*run_due)();
+  };
+  static void SetTimers(const Timers* t) {
+    timers_.store(t, std::memory_order_release);  // pairs with ParkLoop
+  }
+  // The earliest armed expiry (CLOCK_MONOTONIC ns), INT64_MAX when nothing
+  // is armed. Written by the timer module under its lock. seq_cst, as are
+  // the parking exchange and AnyOtherParked's loads: a thread that parks
+  // and then loads INT64_MAX here (so never asks cover) loaded it before
+  // the publication of the next arming, which precedes any later keeper's
+  // resignation and its scan, so that scan sees the thread parked.
+  static void PublishTimerDue(int64_t due_ns) {
+    timer_due_.store(due_ns, std::memory_order_seq_cst);
+  }
+  static int64_t TimerDue() {
+    return timer_due_.load(std::memory_order_seq_cst);
+  }
+  // Whether a thread other than the caller is parked now (a resigning
+  // keeper asks; the caller itself is not parked at that point).
+  static bool AnyOtherParked();
+
   // For tests: whether the calling thread holds kernel descriptors for
   // descriptor sleeps, and which (-1 when not).
   int DebugEpollFd() const { return pkep_.load(std::memory_order_relaxed); }
@@ -143,12 +190,14 @@ class Parker {
   unsigned SleepDegraded(const Deadline& deadline, const sigset_t* mask,
                          pollfd* kfds, nfds_t nkfds);
   template <class SleepOnce>
-  Result ParkLoop(int parked_state, const Deadline& deadline,
+  Result ParkLoop(int parked_state, const Deadline& deadline, bool can_keep,
                   SleepOnce sleep_once);
 
   // Relaxed: a thread that has something to pin installed the hook itself,
   // before its own sleep.
   static inline std::atomic<void (*)()> before_sleep_{nullptr};
+  static inline std::atomic<const Timers*> timers_{nullptr};
+  static inline std::atomic<int64_t> timer_due_{INT64_MAX};
   // The futex word; a waker's exchange here publishes everything it wrote
   // before waking us (acq_rel on both sides).
   std::atomic<int> state_{kEmpty};

@@ -30,6 +30,7 @@
 #include "core/io_iter.h"
 #include "epoll/eventpoll.h"
 #include "kernel/bridge.h"
+#include "timer/timer_queue.h"
 
 namespace uepoll::impl {
 namespace {
@@ -156,6 +157,8 @@ int PollFds(pollfd* fds, nfds_t n, const Deadline& deadline,
     int r = sys::Ppoll(fds, n, timeout, mask);
     return r < 0 ? -errno : r;
   }
+  // An expiry no thread ran yet must be seen (docs/design.md, "Timers").
+  RunDueTimers();
   int count = PollOnce(fds, n);
   if (count || deadline.is_zero()) return count;
 

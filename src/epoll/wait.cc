@@ -9,6 +9,7 @@
 #include "core/fd_table.h"
 #include "epoll/eventpoll.h"
 #include "kernel/bridge.h"
+#include "timer/timer_queue.h"
 
 namespace uepoll::impl {
 
@@ -224,6 +225,9 @@ void Eventpoll::ReapBelow() {
 }
 
 int Eventpoll::Wait(epoll_event* events, int maxevents, const WaitArgs& args) {
+  // An expiry no thread ran yet (docs/design.md, "Timers") must be seen by
+  // this harvest as the kernel's interrupt would have made it seen.
+  RunDueTimers();
   ReapBelow();
   // Neither busy polling nor min_wait applies to a zero timeout.
   if (!args.deadline.is_zero()) {

@@ -52,6 +52,7 @@
 #include "core/borrow.h"
 #include "core/fd_table.h"
 #include "epoll/eventpoll.h"
+#include "timer/timer_queue.h"
 
 namespace uepoll::impl {
 namespace {
@@ -70,6 +71,9 @@ uint64_t NewTag(const void* self) {
 
 int Eventpoll::MakeWatchable(int epfd) {
   if (FdTable::Get().mode() == FdMode::kDisjoint) return -EPERM;  // D5
+  // A kernel loop never enters uepoll to run what is due: from now on the
+  // timer thread wakes for every expiry (docs/design.md, "Timers").
+  TimerQueue::Get().RequireExact();
   if (int r = EnsureMixed(epfd); r < 0) return r;
   {
     MutexLock m(mirror_mu_);

@@ -104,7 +104,7 @@ void TimerFd::Release() {
   delete this;
 }
 
-// timerfd_triggered, on the timer thread.
+// timerfd_triggered, on the timer thread or a keeper (timer_queue.h).
 void TimerFd::FireNode(TimerNode* n) {
   auto* t = static_cast<TimerFd*>(n->owner);
   {
@@ -194,6 +194,8 @@ uint32_t TimerFd::Poll(int) {
 
 ssize_t TimerFd::Read(void* buf, size_t count) {
   if (count < sizeof(uint64_t)) return -EINVAL;
+  // An expiry no thread ran yet counts (docs/design.md, "Timers").
+  RunDueTimers();
   uint64_t ticks = 0;
   int res = 0;
   {
@@ -243,6 +245,7 @@ int TimerFd::SetTime(int flags, const itimerspec& value, itimerspec* old) {
   if (value_ns != 0) {
     if (int r = TimerQueue::Get().EnsureThread()) return r;
   }
+  RunDueTimers();  // the old value tells of an expiry that is due
   MutexLock l(wq_.lock_);
   SetupCancelLocked(flags);
   // A step seen now counts as one that happened before this call (the
@@ -276,6 +279,7 @@ int TimerFd::SetTime(int flags, const itimerspec& value, itimerspec* old) {
 }
 
 void TimerFd::GetTime(itimerspec* cur) {
+  RunDueTimers();  // an expired interval timer is reported forwarded
   MutexLock l(wq_.lock_);
   int64_t now = ClockNowNs(base_);
   if (expired_ && interval_) {

@@ -19,9 +19,22 @@ TimerQueue& TimerQueue::Get() {
   return *q;
 }
 
+namespace {
+
+int64_t CoverHook(int64_t deadline_ns, bool can_keep, bool* keeper) {
+  return TimerQueue::Get().Cover(deadline_ns, can_keep, keeper);
+}
+void ResignHook() { TimerQueue::Get().Resign(); }
+void RunDueHook() { TimerQueue::Get().RunDue(); }
+constexpr Parker::Timers kParkerHooks = {&CoverHook, &ResignHook, &RunDueHook};
+
+}  // namespace
+
 TimerQueue::TimerQueue() {
   pthread_atfork(&TimerQueue::ForkPrepare, &TimerQueue::ForkParent,
                  &TimerQueue::ForkChild);
+  // Before anything is armed, hence before any deadline is published.
+  Parker::SetTimers(&kParkerHooks);
 }
 
 // --- capacity --------------------------------------------------------------
@@ -139,22 +152,14 @@ void TimerQueue::Arm(TimerNode* n, TimerBase base, int64_t expires) {
     n->base = base;
     Heap& h = heaps_[static_cast<int>(base)];
     InsertLocked(h, n, expires);
+    PublishLocked();
     start = !started_;
-    if (n->index == 0 && sleeping_) {
-      // The new earliest expiry of its base: wake the thread if it sleeps
-      // past it. Other bases' deadlines are converted to the monotonic
-      // clock the thread sleeps on.
-      int64_t at = expires;
-      if (base != TimerBase::kMonotonic && expires != kNsMax) {
-        int64_t now = ClockNowNs(base);
-        at = AddNsSat(ClockNowNs(TimerBase::kMonotonic),
-                      expires > now ? expires - now : 0);
-      }
-      if (at < sleep_until_) {
-        sleep_until_ = at;
-        futex_.Bump();
-        kick = true;
-      }
+    // A new earliest expiry: wake the thread if it sleeps past it and no
+    // keeper wakes for it (a keeper that sleeps past it is not told: the
+    // thread takes this one). Not while a keeper is away (LapsedLocked):
+    // nobody sleeps then, and whoever enters uepoll next runs it.
+    if (n->index == 0 && !CoveredLocked(earliest_) && !LapsedLocked()) {
+      kick = KickLocked(earliest_);
     }
   }
   if (kick) futex_.Wake();
@@ -166,7 +171,10 @@ void TimerQueue::Arm(TimerNode* n, TimerBase base, int64_t expires) {
 void TimerQueue::Disarm(TimerNode* n) {
   MutexLock l(mu_);
   // No kick: a thread that wakes for a timer that is gone just sleeps again.
-  if (n->index != TimerNode::kNotQueued) RemoveLocked(n);
+  if (n->index != TimerNode::kNotQueued) {
+    RemoveLocked(n);
+    PublishLocked();
+  }
 }
 
 void TimerQueue::Cancel(TimerNode* n) {
@@ -185,6 +193,127 @@ long TimerQueue::armed() {
 bool TimerQueue::thread_started() {
   MutexLock l(mu_);
   return started_;
+}
+
+bool TimerQueue::has_keeper() {
+  MutexLock l(mu_);
+  return keeper_;
+}
+
+bool TimerQueue::thread_dormant() {
+  MutexLock l(mu_);
+  return sleeping_ && dormant_;
+}
+
+// --- sleeps folded into expiries -------------------------------------------
+
+bool TimerQueue::KickLocked(int64_t at) {
+  if (!sleeping_ || at >= sleep_until_) return false;
+  sleep_until_ = at;
+  dormant_ = false;
+  futex_.Bump();
+  return true;
+}
+
+int64_t TimerQueue::Cover(int64_t deadline_ns, bool can_keep, bool* keeper) {
+  bool kick = false;
+  int64_t bound = kNsMax;
+  {
+    MutexLock l(mu_);
+    int64_t d = earliest_;
+    if (d != kNsMax && can_keep && !exact_ && (*keeper || !keeper_)) {
+      // Keeps even when its own deadline comes first: it then wakes
+      // earlier than keeper_bound_, and resigns (which hands over).
+      keeper_ = true;
+      keeper_bound_ = d;
+      *keeper = true;
+      bound = d;
+    } else {
+      if (*keeper) {  // exact_ came, or nothing is armed any more
+        keeper_ = false;
+        keeper_bound_ = kNsMax;
+        *keeper = false;
+      }
+      // This thread is parked and keeps nothing: a lapse ends here
+      // (LapsedLocked), and if a timer is armed, someone must wake for it.
+      if (LapsedLocked()) {
+        dormant_ = false;
+        PublishLocked();
+      }
+      if (d != kNsMax && !CoveredLocked(d)) kick = KickLocked(d);
+    }
+    (void)deadline_ns;
+  }
+  if (kick) futex_.Wake();
+  return bound;
+}
+
+void TimerQueue::Resign() {
+  bool exact;
+  {
+    MutexLock l(mu_);
+    keeper_ = false;
+    keeper_bound_ = kNsMax;
+    // Awake, the thread decides again (with no keeper: it sleeps until the
+    // earliest expiry); not dormant and not sleeping past the earliest
+    // expiry, it wakes for it anyway.
+    if (!sleeping_) return;
+    bool uncovered = earliest_ != kNsMax && earliest_ < sleep_until_;
+    if (!dormant_ && !uncovered) return;
+    // Lapsed (LapsedLocked): with nothing armed, publish so that every
+    // thread that parks from now on asks Cover.
+    if (dormant_) PublishLocked();
+    exact = exact_;
+  }
+  // Without a parked thread (nor a kernel loop watching), whatever is due
+  // is run by the next thread that enters uepoll to look (RunDueTimers) or
+  // sleep (Cover), before it looks or sleeps: nobody can see the expiry
+  // late. A thread that parked before it could see this keeper gone (its
+  // Cover found it keeping, or it saw nothing armed) is parked now: the scan
+  // finds it, as its parking exchange precedes its Cover's lock of mu_, or
+  // the publication it saw not yet, both of which precede this scan.
+  if (!exact && !Parker::AnyOtherParked()) return;
+  bool kick = false;
+  {
+    MutexLock l(mu_);
+    if (!keeper_) {
+      if (dormant_) {
+        dormant_ = false;  // no lapse: someone may wait
+        PublishLocked();
+      }
+      if (earliest_ != kNsMax) kick = KickLocked(earliest_);
+    }
+  }
+  if (kick) futex_.Wake();
+}
+
+void TimerQueue::RequireExact() {
+  bool kick;
+  {
+    MutexLock l(mu_);
+    exact_ = true;
+    kick = KickLocked(earliest_);
+  }
+  if (kick) futex_.Wake();
+}
+
+void TimerQueue::RunDue() NO_THREAD_SAFETY_ANALYSIS {
+  for (;;) {
+    TimerNode* batch[kBatch];
+    int n;
+    fire_mu_.Lock();
+    {
+      MutexLock l(mu_);
+      n = CollectDueLocked(batch);
+    }
+    for (int i = 0; i < n; ++i) {
+      batch[i]->ops->fire(batch[i]);
+      // release: the owner's Cancel may free it once it sees false.
+      batch[i]->firing.store(false, std::memory_order_release);
+    }
+    fire_mu_.Unlock();
+    if (n < kBatch) return;
+  }
 }
 
 // --- the thread ------------------------------------------------------------
@@ -229,37 +358,45 @@ void* TimerQueue::ThreadMain(void* arg) {
   return nullptr;
 }
 
-int TimerQueue::CollectDueLocked(TimerNode** batch, int64_t* sleep_until) {
+int TimerQueue::CollectDueLocked(TimerNode** batch) {
   int n = 0;
-  int64_t now[kNumTimerBases] = {};
   for (int b = 0; b < kNumTimerBases; ++b) {
     Heap& h = heaps_[b];
     if (h.size == 0) continue;
-    now[b] = ClockNowNs(static_cast<TimerBase>(b));
-    while (h.size > 0 && h.at(0).expires <= now[b] && n < kBatch) {
+    int64_t now = ClockNowNs(static_cast<TimerBase>(b));
+    while (h.size > 0 && h.at(0).expires <= now && n < kBatch) {
       TimerNode* t = h.at(0).node;
       RemoveLocked(t);
       t->firing.store(true, std::memory_order_relaxed);
       batch[n++] = t;
     }
   }
-  if (n > 0) return n;
+  PublishLocked();
+  return n;
+}
+
+void TimerQueue::PublishLocked() {
   int64_t earliest = kNsMax;
+  int64_t mono_now = 0;
   for (int b = 0; b < kNumTimerBases; ++b) {
     Heap& h = heaps_[b];
     if (h.size == 0) continue;
     int64_t at = h.at(0).expires;
     if (b != static_cast<int>(TimerBase::kMonotonic) && at != kNsMax) {
       // Converted at the current offset between the clocks. A step of the
-      // realtime clock while the thread sleeps is seen at its next wakeup
-      // (docs/semantics.md).
-      at = AddNsSat(ClockNowNs(TimerBase::kMonotonic),
-                    at > now[b] ? at - now[b] : 0);
+      // realtime clock after this is seen at the next conversion (a wakeup
+      // of whoever sleeps for it, docs/semantics.md).
+      int64_t now = ClockNowNs(static_cast<TimerBase>(b));
+      if (!mono_now) mono_now = ClockNowNs(TimerBase::kMonotonic);
+      at = AddNsSat(mono_now, at > now ? at - now : 0);
     }
     if (at < earliest) earliest = at;
   }
-  *sleep_until = earliest;
-  return 0;
+  earliest_ = earliest;
+  // Lapsed with nothing armed: not "nothing armed" for parking threads,
+  // which must keep asking Cover (LapsedLocked). Never due (RunDueTimers).
+  int64_t due = earliest == kNsMax && LapsedLocked() ? kNsMax - 1 : earliest;
+  if (Parker::TimerDue() != due) Parker::PublishTimerDue(due);
 }
 
 void TimerQueue::Run() NO_THREAD_SAFETY_ANALYSIS {
@@ -272,11 +409,19 @@ void TimerQueue::Run() NO_THREAD_SAFETY_ANALYSIS {
     {
       MutexLock l(mu_);
       sleeping_ = false;
-      n = CollectDueLocked(batch, &sleep_until);
+      dormant_ = false;
+      n = CollectDueLocked(batch);
       if (n == 0) {
-        // Decided under mu_, with the word read under mu_: an Arm after
-        // this point bumps the word and the sleep below returns at once.
+        // Decided under mu_, with the word read under mu_: an Arm, Cover or
+        // Resign after this point bumps the word and the sleep below
+        // returns at once. A keeper covering the earliest expiry wakes for
+        // it, so the thread need not: it sleeps until someone kicks it.
         sleeping_ = true;
+        if (earliest_ != kNsMax && CoveredLocked(earliest_)) {
+          dormant_ = true;
+        } else {
+          sleep_until = earliest_;
+        }
         sleep_until_ = sleep_until;
         seen = futex_.Load();
       }
@@ -315,6 +460,10 @@ void TimerQueue::ForkChild() NO_THREAD_SAFETY_ANALYSIS {
   // if anything is armed, so that a waiter in the child is still woken.
   q.started_ = false;
   q.sleeping_ = false;
+  q.dormant_ = false;
+  q.keeper_ = false;  // its thread does not exist here
+  q.keeper_bound_ = kNsMax;
+  q.PublishLocked();
   q.sleep_until_ = kNsMax;
   q.futex_.Reset();
   bool any = q.armed_ > 0;

@@ -1,41 +1,44 @@
-// TimerQueue: the process's armed timers, and the thread that expires them.
+// TimerQueue: the process's armed timers, and who expires them.
 //
 // The kernel keeps armed hrtimers in a per-CPU tree per clock base and runs
-// their callbacks from the timer interrupt. uepoll keeps them in one binary
-// min-heap per base (monotonic, realtime, boottime) and runs the callbacks
-// on one timer thread:
+// their callbacks from the timer interrupt. uepoll keeps them in one 4-ary
+// min-heap per base (monotonic, realtime, boottime), publishes the earliest
+// expiry to parking threads (Parker::PublishTimerDue), and runs the
+// callbacks on whichever thread is awake for it (docs/design.md, "Timers"):
 //
-//  - The thread exists from the first arm on (EnsureThread; none before, so
-//    a process that never arms a timer has no extra thread), sleeps on a
-//    futex until the earliest expiry of all bases, pops what is due and
-//    calls each node's fire function, which wakes the owner's wait queue
-//    through the normal WaitQueue::WakeUp path. With nothing armed it
-//    sleeps without a timeout: no wakeups at all.
-//  - Arming a timer that becomes the earliest while the thread sleeps for
-//    longer bumps the futex word and wakes it (one syscall); arming a later
-//    one costs no syscall. Arm and Disarm are O(log n).
-//  - The thread blocks every signal, never holds a borrow, is detached (it
-//    does not keep the process alive), and is started again in the child of
-//    a fork() that inherited armed timers (the child has no threads).
-//  - Heap capacity is reserved when an owner is created (Reserve), so arming
-//    never allocates and never fails.
+//  - the keeper: one parked thread (base/parker.h) whose sleep is bounded
+//    by the earliest expiry (Cover) runs what is due itself (RunDue), so an
+//    expiry a thread waits for costs that thread's wakeup only;
+//  - the timer thread, the fallback: it exists from the first arm on
+//    (EnsureThread; a process that never arms a timer has no extra thread),
+//    sleeps on a futex until the earliest expiry nobody keeps for (with no
+//    timeout, "dormant", while a keeper covers it; with nothing armed: no
+//    wakeups at all), pops what is due and calls each node's fire
+//    function, which wakes the owner's wait queue through the normal
+//    WaitQueue::WakeUp path. It is kicked (one futex wake) when an expiry
+//    needs it: an arm earlier than what anyone wakes for, a thread that
+//    parks and does not keep, a keeper that leaves with another thread
+//    parked (Resign), a kernel loop that may watch (RequireExact);
+//  - whoever looks next, while a keeper is away with nobody else parked
+//    (lapsed): every call that looks at timer-driven readiness without
+//    sleeping runs what is due first (RunDueTimers), and every thread that
+//    parks asks Cover.
+//  Arm and Disarm are O(log n). The thread blocks every signal, never holds
+//  a borrow, is detached (it does not keep the process alive), and is
+//  started again in the child of a fork() that inherited armed timers (the
+//  child has no threads). Heap capacity is reserved when an owner is
+//  created (Reserve), so arming never allocates and never fails.
 //
-// Why a thread rather than deadlines folded into waits: a timerfd may be
-// watched by a thread blocked in its read, by poll(), by instances nested
-// in instances, and (with the kernel bridge) by loops that do not sleep in
-// uepoll at all. Only a thread that owns the deadlines reaches all of them
-// through one path, the wait queue, as the kernel's interrupt does. See
-// docs/design.md, "Timers".
-//
-// Locking: mu_ guards the heaps, every node's heap fields, and the
-// thread's sleeping state. It is innermost: an owner arms and disarms
+// Locking: mu_ guards the heaps, every node's heap fields, the keeper and
+// the thread's sleeping state. It is innermost: an owner arms and disarms
 // under its own lock (TimerFd: its wait queue's lock), which is taken before
 // mu_. The thread never calls a fire function under mu_: it marks the node
 // firing under mu_, releases mu_, fires, and clears the mark; an owner that
 // goes away waits for the mark to clear (Cancel), as the kernel's
 // hrtimer_cancel waits for a running callback. fire_mu_ is held by
-// the thread around each batch of fires, and by fork()'s prepare handler,
-// so that the thread holds no lock of any owner at the fork.
+// the thread (or a keeper, which holds no other lock) around each batch of
+// fires, and by fork()'s prepare handler, so that the thread holds no lock of
+// any owner at the fork.
 //
 // Lock order: fire_mu_ -> owner locks (TimerFd wait queue, the locks its
 // wakeups take) -> mu_.
@@ -46,6 +49,7 @@
 #include <cstdint>
 
 #include "base/mutex.h"
+#include "base/parker.h"
 #include "base/thread_annotations.h"
 #include "timer/clock.h"
 #include "timer/timed_futex.h"
@@ -55,8 +59,8 @@ namespace uepoll::impl {
 struct TimerNode;
 
 struct TimerOps {
-  // Called on the timer thread, without the queue's lock, once the node's
-  // expiry passed. The owner re-checks under its own lock (it may have
+  // Called on the timer thread or a keeper, without the queue's lock, once the
+  // node's expiry passed. The owner re-checks under its own lock (it may have
   // re-armed or disarmed the timer meanwhile) and arms the node again if
   // it must. The owner cannot be freed while this runs: Cancel waits.
   void (*fire)(TimerNode* n);
@@ -73,7 +77,7 @@ struct TimerNode {
   uint32_t index = kNotQueued;
   TimerBase base = TimerBase::kMonotonic;
   // Popped and not yet fired (the kernel's HRTIMER_STATE_CALLBACK): set
-  // under mu_ by the timer thread, cleared by it once fire returned
+  // under mu_ by the thread that pops it, cleared by it once fire returned
   // (release; Cancel's acquire load pairs with it).
   std::atomic<bool> firing{false};
 };
@@ -105,9 +109,29 @@ class TimerQueue {
   // from n's own fire, nor with a lock that fire takes.
   void Cancel(TimerNode* n) EXCLUDES(mu_);
 
+  // Sleeps folded into expiries (docs/design.md, "Timers"; the hooks of
+  // base/parker.h). Cover: a thread parked with its own deadline keeps (if
+  // it may and nobody else does) and gets the earliest expiry as its bound,
+  // or, if no keeper covers that expiry, makes sure the timer thread wakes
+  // for it. Resign: the keeper left its sleep; if a thread that may depend
+  // on a timer still sleeps (or a kernel loop may watch, RequireExact), the
+  // timer thread takes over. RunDue: pops and fires what is due, on the
+  // calling thread, which must hold no lock.
+  int64_t Cover(int64_t deadline_ns, bool can_keep, bool* keeper) EXCLUDES(mu_);
+  void Resign() EXCLUDES(mu_);
+  void RunDue() EXCLUDES(mu_, fire_mu_);
+  // A kernel loop may now watch uepoll readiness (a watchable instance):
+  // nobody keeps any more, the timer thread wakes for every expiry, as
+  // such a loop never enters uepoll to run what is due.
+  void RequireExact() EXCLUDES(mu_);
+
   // For tests and the benchmark.
   long armed() EXCLUDES(mu_);
   bool thread_started() EXCLUDES(mu_);
+  bool has_keeper() EXCLUDES(mu_);
+  // The timer thread sleeps with no timeout although a timer is armed,
+  // because a keeper covers the earliest expiry.
+  bool thread_dormant() EXCLUDES(mu_);
 
  private:
   // A 4-ary min-heap of {expiry, node}: the expiry sits in the entry, so
@@ -134,9 +158,26 @@ class TimerQueue {
   TimerQueue();
   static void* ThreadMain(void* arg);
   void Run();
-  // Pops up to kBatch due nodes into batch, marked firing; with none,
-  // sets *sleep_until to the earliest expiry as a CLOCK_MONOTONIC instant.
-  int CollectDueLocked(TimerNode** batch, int64_t* sleep_until) REQUIRES(mu_);
+  // Pops up to kBatch due nodes into batch, marked firing, and publishes
+  // the earliest expiry left (PublishLocked).
+  int CollectDueLocked(TimerNode** batch) REQUIRES(mu_);
+  // Recomputes earliest_ (as a CLOCK_MONOTONIC instant) and publishes it to
+  // parking threads (Parker::PublishTimerDue).
+  void PublishLocked() REQUIRES(mu_);
+  // Whether a keeper is parked (or running what is due) and wakes by `at`.
+  bool CoveredLocked(int64_t at) REQUIRES(mu_) {
+    return keeper_ && !exact_ && keeper_bound_ <= at;
+  }
+  // The timer thread went dormant for a keeper that has since resigned
+  // finding no other thread parked (Resign): no thread is parked that has
+  // not asked Cover since (the published expiry is never "nothing armed"
+  // while lapsed: PublishLocked), so an expiry needs nobody to wake for it
+  // until someone enters uepoll, who runs it first (RunDueTimers, Cover).
+  // Any Cover of a thread that does not keep ends it.
+  bool LapsedLocked() REQUIRES(mu_) { return dormant_ && !keeper_ && !exact_; }
+  // Makes the sleeping timer thread wake by `at`; true: call futex_.Wake()
+  // after releasing mu_.
+  bool KickLocked(int64_t at) REQUIRES(mu_);
   int StartThread();
 
   void InsertLocked(Heap& h, TimerNode* n, int64_t expires) REQUIRES(mu_);
@@ -158,11 +199,32 @@ class TimerQueue {
   Heap heaps_[kNumTimerBases] GUARDED_BY(mu_);
   long armed_ GUARDED_BY(mu_) = 0;
   bool started_ GUARDED_BY(mu_) = false;
-  // The thread sleeps (or is about to) until sleep_until_ (monotonic ns).
+  // The thread sleeps (or is about to) until sleep_until_ (monotonic ns);
+  // kNsMax while nothing is armed, or while dormant_: a keeper covered the
+  // earliest expiry when it went to sleep.
   bool sleeping_ GUARDED_BY(mu_) = false;
+  bool dormant_ GUARDED_BY(mu_) = false;
   int64_t sleep_until_ GUARDED_BY(mu_) = kNsMax;
+  // The earliest armed expiry, monotonic ns (what Parker::TimerDue says).
+  int64_t earliest_ GUARDED_BY(mu_) = kNsMax;
+  // A parked thread keeps: it wakes by keeper_bound_ (the earliest expiry
+  // when it last looked) and runs what is due, or resigns first.
+  bool keeper_ GUARDED_BY(mu_) = false;
+  int64_t keeper_bound_ GUARDED_BY(mu_) = kNsMax;
+  bool exact_ GUARDED_BY(mu_) = false;  // RequireExact was called
   TimedFutex futex_;
 };
+
+// Runs what is due, if anything is, on the calling thread (which holds no
+// lock): every call that looks at readiness a timer may have changed
+// without sleeping first (a harvest, poll(), a timerfd's read) calls this,
+// since while a keeper is away no thread may have run an expiry that is
+// due (docs/design.md, "Timers"). One load when nothing is armed.
+inline void RunDueTimers() {
+  int64_t due = Parker::TimerDue();
+  if (due == kNsMax || due > ClockNowNs(TimerBase::kMonotonic)) return;
+  TimerQueue::Get().RunDue();
+}
 
 }  // namespace uepoll::impl
 

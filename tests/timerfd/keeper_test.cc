@@ -1,0 +1,514 @@
+// Expiries run by a parked thread (the keeper) instead of the timer thread
+// (docs/design.md, "Timers"), on uepoll only: the kernel has no such thing.
+//
+// The keeper is one parked thread whose sleep is bounded by the earliest
+// expiry; the timer thread then sleeps without a timeout (dormant). What
+// must never happen is an expiry that nobody runs while a thread waits for
+// it: the keeper leaving early with another thread parked, a thread that
+// may not keep (a blocking read) waiting, a kernel loop watching a
+// watchable instance. Each test sets up the dormant timer thread first
+// (TimerQueue::thread_dormant), then checks the expiry arrives within a
+// long bound: a lost expiry is a failure, never a slow pass.
+#include <dirent.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <uepoll/uepoll.h>
+
+#include "threads/waiter.h"
+#include "timer/timer_queue.h"
+#include "timerfd/timerfd_test.h"
+
+namespace uepoll_test {
+namespace {
+
+using uepoll::impl::TimerQueue;
+
+std::vector<pid_t> ThreadsNamedForTest(const std::string& name) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string c;
+    std::getline(comm, c);
+    if (c == name) out.push_back(pid_t(std::stol(e->d_name)));
+  }
+  closedir(d);
+  return out;
+}
+
+long VoluntarySwitches(pid_t tid) {
+  std::ifstream st("/proc/self/task/" + std::to_string(tid) + "/status");
+  std::string line;
+  while (std::getline(st, line)) {
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0) {
+      return std::stol(line.substr(line.find(':') + 1));
+    }
+  }
+  return -1;
+}
+
+int UTimer(int flags = TFD_NONBLOCK) {
+  int fd = uepoll_timerfd_create(CLOCK_MONOTONIC, flags);
+  EXPECT_GE(fd, 0);
+  return fd;
+}
+
+void UArm(int fd, int64_t value_ns, int64_t interval_ns = 0) {
+  itimerspec v = Spec(value_ns, interval_ns);
+  EXPECT_EQ(uepoll_timerfd_settime(fd, 0, &v, nullptr), 0);
+}
+
+int UEpollWith(int fd, uint64_t data) {
+  int ep = uepoll_epoll_create1(0);
+  EXPECT_GE(ep, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = data;
+  EXPECT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
+  return ep;
+}
+
+// How far away the expiry a keeper covers is armed in the scenarios below.
+constexpr int64_t kCoverNs = 3000 * kMs;
+
+// A thread (A) parked in epoll_wait on an eventfd's instance keeps, covering
+// the expiry of `cover_fd` (armed `cover_ns` from now); a second timer that
+// fires first makes the timer thread decide again while A keeps, so that it
+// goes dormant. Returns with A parked, keeping, and the thread dormant.
+struct DormantSetup {
+  int efd = -1;
+  int ep = -1;
+  int early = -1;
+  std::unique_ptr<Waiter> keeper;
+
+  int64_t cover_at = 0;
+
+  bool Start(int cover_fd, int64_t cover_ns) {
+    efd = uepoll_eventfd(0, EFD_NONBLOCK);
+    ep = UEpollWith(efd, 1);
+    early = UTimer();
+    cover_at = ClockNs(CLOCK_MONOTONIC) + cover_ns;
+    UArm(cover_fd, cover_ns);
+    keeper = std::make_unique<Waiter>([this](epoll_event* evs) {
+      return uepoll_epoll_wait(ep, evs, Waiter::kEvents, kWaitMs);
+    });
+    if (!keeper->Parked()) return false;
+    if (!Eventually([] { return TimerQueue::Get().has_keeper(); })) {
+      return false;
+    }
+    // Earlier than the keeper's bound: the timer thread takes it, then
+    // finds the keeper covering what is left and sleeps with no timeout.
+    UArm(early, 2 * kMs);
+    if (!Eventually([] { return TimerQueue::Get().thread_dormant(); })) {
+      return false;
+    }
+    // The scenario needs the covered expiry still ahead (kCoverNs leaves a
+    // loaded machine seconds for the setup).
+    EXPECT_LT(ClockNs(CLOCK_MONOTONIC), cover_at) << "setup outlasted kCoverNs";
+    return ClockNs(CLOCK_MONOTONIC) < cover_at;
+  }
+  // Wakes A with an unrelated event, long before the covered expiry.
+  bool WakeKeeper() {
+    uint64_t one = 1;
+    if (uepoll_write(efd, &one, 8) != 8) return false;
+    return keeper->WaitDone() && keeper->result() == 1;
+  }
+  ~DormantSetup() {
+    if (keeper && !keeper->Done()) {
+      uint64_t one = 1;
+      uepoll_write(efd, &one, 8);
+    }
+    keeper.reset();
+    uepoll_close(early);
+    uepoll_close(ep);
+    uepoll_close(efd);
+  }
+};
+
+// The common case the keeper exists for: one thread waits on periodic
+// timers; it runs every expiry itself and the timer thread stays asleep.
+TEST(TimerKeeper, SingleWaiterRunsTheExpiriesItself) {
+  constexpr int kExpiries = 60;
+  int t = UTimer();
+  int ep = UEpollWith(t, 7);
+  UArm(t, 2 * kMs, 2 * kMs);
+  // Let the thread settle into its dormant sleep (it needs one decision
+  // made while this thread keeps).
+  uint64_t got = 0;
+  std::vector<pid_t> tt;
+  for (int i = 0; i < 5; ++i) {
+    epoll_event ev;
+    ASSERT_EQ(uepoll_epoll_wait(ep, &ev, 1, kExpiryWaitMs), 1);
+    uint64_t ticks = 0;
+    ASSERT_EQ(uepoll_read(t, &ticks, 8), 8);
+  }
+  ASSERT_TRUE(Eventually([&] {
+    tt = ThreadsNamedForTest("uepoll-timer");
+    return tt.size() == 1;
+  }));
+  long before = VoluntarySwitches(tt[0]);
+  while (got < kExpiries) {
+    epoll_event ev;
+    ASSERT_EQ(uepoll_epoll_wait(ep, &ev, 1, kExpiryWaitMs), 1);
+    EXPECT_EQ(ev.data.u64, 7u);
+    uint64_t ticks = 0;
+    ASSERT_EQ(uepoll_read(t, &ticks, 8), 8);
+    got += ticks;
+  }
+  long woke = VoluntarySwitches(tt[0]) - before;
+  // Without keeping, the thread wakes once per expiry (60); a few wakes
+  // remain possible (a decision made while this thread was not parked).
+  EXPECT_LT(woke, kExpiries / 4) << "the timer thread ran the expiries";
+  uepoll_close(ep);
+  uepoll_close(t);
+  ExpectNoUepollLeaks();
+}
+
+// The keeper is woken by an unrelated event long before the expiry it
+// covers, while another thread waits for that expiry: the keeper hands
+// over to the timer thread as it leaves (Resign finds the thread parked).
+TEST(TimerKeeper, KeeperLeavingEarlyHandsOverToTheTimerThread) {
+  int t = UTimer();
+  int tep = UEpollWith(t, 9);
+  {
+    DormantSetup s;
+    ASSERT_TRUE(s.Start(t, kCoverNs));
+    Waiter b([&](epoll_event* evs) {
+      return uepoll_epoll_wait(tep, evs, Waiter::kEvents, kWaitMs);
+    });
+    ASSERT_TRUE(b.Parked());
+    ASSERT_TRUE(s.WakeKeeper());
+    ASSERT_TRUE(b.WaitDone());
+    ASSERT_EQ(b.result(), 1) << "the covered expiry was never run";
+    EXPECT_EQ(b.event(0).data.u64, 9u);
+  }
+  uepoll_close(tep);
+  uepoll_close(t);
+  ExpectNoUepollLeaks();
+}
+
+// A blocking read may not keep (its sleep must stay restartable): it waits
+// on the timer thread, which the leaving keeper must wake.
+TEST(TimerKeeper, BlockedReaderIsServedAfterTheKeeperLeaves) {
+  int t = UTimer(0);  // blocking
+  {
+    DormantSetup s;
+    ASSERT_TRUE(s.Start(t, kCoverNs));
+    std::atomic<uint64_t> ticks{0};
+    Waiter b([&](epoll_event*) {
+      uint64_t v = 0;
+      ssize_t r = uepoll_read(t, &v, 8);
+      ticks = v;
+      return int(r);
+    });
+    ASSERT_TRUE(b.Parked());
+    ASSERT_TRUE(s.WakeKeeper());
+    bool done = b.WaitDone();
+    if (!done) {
+      // Unblock it so that the test fails instead of hanging: a wait of
+      // this thread keeps and runs the expiry.
+      struct pollfd p {};
+      p.fd = t;
+      p.events = POLLIN;
+      uepoll_poll(&p, 1, kExpiryWaitMs);
+    }
+    ASSERT_TRUE(done) << "the covered expiry was never run";
+    EXPECT_EQ(b.result(), 8);
+    EXPECT_EQ(ticks.load(), 1u);
+  }
+  uepoll_close(t);
+  ExpectNoUepollLeaks();
+}
+
+// The keeper left with nobody else parked (a lapse: nobody runs the
+// expiry), then a thread that may not keep blocks in a read: it must wake
+// the timer thread for the expiry as it parks.
+TEST(TimerKeeper, BlockedReaderAfterTheKeeperLeftIsServed) {
+  int t = UTimer(0);  // blocking
+  {
+    DormantSetup s;
+    ASSERT_TRUE(s.Start(t, kCoverNs));
+    ASSERT_TRUE(s.WakeKeeper());
+    std::atomic<uint64_t> ticks{0};
+    Waiter b([&](epoll_event*) {
+      uint64_t v = 0;
+      ssize_t r = uepoll_read(t, &v, 8);
+      ticks = v;
+      return int(r);
+    });
+    ASSERT_TRUE(b.Parked());
+    bool done = b.WaitDone();
+    if (!done) {
+      struct pollfd p {};  // unblock it: this thread keeps and runs it
+      p.fd = t;
+      p.events = POLLIN;
+      uepoll_poll(&p, 1, kExpiryWaitMs);
+    }
+    ASSERT_TRUE(done) << "the expiry was never run";
+    EXPECT_EQ(b.result(), 8);
+    EXPECT_EQ(ticks.load(), 1u);
+  }
+  uepoll_close(t);
+  ExpectNoUepollLeaks();
+}
+
+// The keeper left with nothing armed any more; a thread then parks, and
+// only after that is a timer armed for it: the arming must wake the timer
+// thread (the parked thread could not have asked for it).
+TEST(TimerKeeper, ThreadParkedWhileNothingWasArmedIsServed) {
+  int t = UTimer();
+  int tep = UEpollWith(t, 4);
+  {
+    DormantSetup s;
+    ASSERT_TRUE(s.Start(t, kCoverNs));
+    UArm(t, 0);  // disarmed: with the early one gone, nothing is armed
+    ASSERT_TRUE(s.WakeKeeper());
+    EXPECT_EQ(TimerQueue::Get().armed(), 0);
+    Waiter b([&](epoll_event* evs) {
+      return uepoll_epoll_wait(tep, evs, Waiter::kEvents, kWaitMs);
+    });
+    ASSERT_TRUE(b.Parked());
+    UArm(t, 5 * kMs);
+    ASSERT_TRUE(b.WaitDone());
+    ASSERT_EQ(b.result(), 1) << "the expiry was never run";
+    EXPECT_EQ(b.event(0).data.u64, 4u);
+  }
+  uepoll_close(tep);
+  uepoll_close(t);
+  ExpectNoUepollLeaks();
+}
+
+// While the keeper is away nobody runs an expiry: the next call that
+// looks must run it first, as the kernel's timer would have made it seen.
+TEST(TimerKeeper, ZeroTimeoutWaitAfterTheKeeperLeftSeesTheExpiry) {
+  int t = UTimer();
+  int tep = UEpollWith(t, 3);
+  int64_t covered_at = 0;
+  {
+    DormantSetup s;
+    ASSERT_TRUE(s.Start(t, kCoverNs));
+    ASSERT_TRUE(s.WakeKeeper());
+    covered_at = s.cover_at;
+  }
+  // Past the expiry, with no thread having waited since.
+  int64_t until = covered_at + 20 * kMs;
+  while (ClockNs(CLOCK_MONOTONIC) < until) std::this_thread::yield();
+  epoll_event ev;
+  EXPECT_EQ(uepoll_epoll_wait(tep, &ev, 1, 0), 1);
+  itimerspec cur;
+  ASSERT_EQ(uepoll_timerfd_gettime(t, &cur), 0);
+  uint64_t ticks = 0;
+  EXPECT_EQ(uepoll_read(t, &ticks, 8), 8);
+  EXPECT_EQ(ticks, 1u);
+  uepoll_close(tep);
+  uepoll_close(t);
+  ExpectNoUepollLeaks();
+}
+
+// A keeper sleeps with 1 ns timer slack (a kernel timerfd has none), and
+// the thread's own value is back when the wait returns.
+TEST(TimerKeeper, KeeperGivesTheThreadItsTimerSlackBack) {
+  constexpr unsigned long kSlack = 123457;
+  ASSERT_EQ(prctl(PR_SET_TIMERSLACK, kSlack, 0, 0, 0), 0);
+  int t = UTimer();
+  int ep = UEpollWith(t, 1);
+  UArm(t, 2 * kMs, 2 * kMs);
+  for (int i = 0; i < 5; ++i) {
+    epoll_event ev;
+    ASSERT_EQ(uepoll_epoll_wait(ep, &ev, 1, kExpiryWaitMs), 1);
+    EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), long(kSlack));
+    uint64_t ticks;
+    ASSERT_EQ(uepoll_read(t, &ticks, 8), 8);
+  }
+  EXPECT_FALSE(TimerQueue::Get().has_keeper());
+  prctl(PR_SET_TIMERSLACK, 0UL, 0, 0, 0);  // the default again
+  uepoll_close(ep);
+  uepoll_close(t);
+  ExpectNoUepollLeaks();
+}
+
+// A keeper cancelled in its sleep (pthread_cancel) gives up keeping as it
+// unwinds: another thread that waited meanwhile is served.
+TEST(TimerKeeper, CancelledKeeperHandsOver) {
+  int t = UTimer();
+  int tep = UEpollWith(t, 6);
+  int efd = uepoll_eventfd(0, EFD_NONBLOCK);
+  int eep = UEpollWith(efd, 1);
+  UArm(t, kCoverNs);
+  struct Ctx {
+    int ep;
+    std::atomic<pid_t> tid{0};
+  } ctx{eep};
+  auto fn = +[](void* arg) -> void* {
+    auto* c = static_cast<Ctx*>(arg);
+    c->tid.store(Gettid());
+    epoll_event ev;
+    uepoll_epoll_wait(c->ep, &ev, 1, kWaitMs);
+    return nullptr;
+  };
+  pthread_t a;
+  ASSERT_EQ(pthread_create(&a, nullptr, fn, &ctx), 0);
+  ASSERT_TRUE(Eventually([&] { return ctx.tid.load() != 0; }));
+  ASSERT_TRUE(WaitUntilParked(ctx.tid.load()));
+  ASSERT_TRUE(Eventually([] { return TimerQueue::Get().has_keeper(); }));
+  int early = UTimer();  // as in DormantSetup
+  UArm(early, 2 * kMs);
+  ASSERT_TRUE(Eventually([] { return TimerQueue::Get().thread_dormant(); }));
+  Waiter b([&](epoll_event* evs) {
+    return uepoll_epoll_wait(tep, evs, Waiter::kEvents, kWaitMs);
+  });
+  ASSERT_TRUE(b.Parked());
+  ASSERT_EQ(pthread_cancel(a), 0);
+  void* ret = nullptr;
+  ASSERT_EQ(pthread_join(a, &ret), 0);
+  EXPECT_EQ(ret, PTHREAD_CANCELED);
+  ASSERT_TRUE(b.WaitDone());
+  ASSERT_EQ(b.result(), 1) << "the covered expiry was never run";
+  EXPECT_EQ(b.event(0).data.u64, 6u);
+  uepoll_close(early);
+  uepoll_close(eep);
+  uepoll_close(efd);
+  uepoll_close(tep);
+  uepoll_close(t);
+  ExpectNoUepollLeaks();
+}
+
+// Several threads park on their own instances and on a shared one, are
+// woken by unrelated events at random, while one-shot timers are armed
+// and re-armed: each arming must be delivered exactly once (the sum of
+// ticks read equals the number of armings; a lost expiry leaves the
+// harvester short and its bounded wait fails).
+TEST(TimerKeeper, ParkingThreadsAndFiringTimersLoseNoExpiry) {
+  constexpr int kTimers = 8, kRounds = 100, kNoise = 3;
+  int shared = uepoll_epoll_create1(0);
+  ASSERT_GE(shared, 0);
+  std::vector<int> fds;
+  for (int i = 0; i < kTimers; ++i) {
+    fds.push_back(UTimer());
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.u64 = uint64_t(i);
+    ASSERT_EQ(uepoll_epoll_ctl(shared, EPOLL_CTL_ADD, fds.back(), &ev), 0);
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<bool> failed{false};
+  // Noise: threads that park (keeping, often) and are woken early.
+  std::vector<int> efds;
+  std::vector<std::thread> noise;
+  for (int k = 0; k < kNoise; ++k) {
+    int efd = uepoll_eventfd(0, EFD_NONBLOCK);
+    efds.push_back(efd);
+    noise.emplace_back([&, efd] {
+      int ep = UEpollWith(efd, 0);
+      while (!stop) {
+        epoll_event ev;
+        int n = uepoll_epoll_wait(ep, &ev, 1, 5);
+        if (n < 0) failed = true;
+        uint64_t v;
+        if (n == 1) uepoll_read(efd, &v, 8);
+      }
+      uepoll_close(ep);
+    });
+  }
+  std::thread poker([&] {
+    std::mt19937 rng(1);
+    while (!stop) {
+      uint64_t one = 1;
+      uepoll_write(efds[rng() % kNoise], &one, 8);
+      struct timespec d = {0, long(rng() % 400000)};
+      nanosleep(&d, nullptr);
+    }
+  });
+  std::vector<std::atomic<int>> delivered(kTimers);
+  std::thread armer([&] {
+    std::mt19937 rng(2);
+    for (int r = 0; r < kRounds && !failed; ++r) {
+      for (int i = 0; i < kTimers; ++i)
+        UArm(fds[i], (rng() % 3000 + 50) * 1000);
+      for (int i = 0; i < kTimers; ++i) {
+        auto end = std::chrono::steady_clock::now() + kDeadline;
+        while (delivered[i].load() < r + 1 && !failed) {
+          if (std::chrono::steady_clock::now() > end) failed = true;
+          std::this_thread::yield();
+        }
+      }
+    }
+  });
+  int64_t total = 0;
+  const int64_t want = int64_t(kTimers) * kRounds;
+  while (total < want && !failed) {
+    epoll_event evs[16];
+    int n = uepoll_epoll_wait(shared, evs, 16, kWaitMs);
+    if (n <= 0) {
+      failed = true;
+      break;
+    }
+    for (int j = 0; j < n; ++j) {
+      int i = int(evs[j].data.u64);
+      uint64_t ticks = 0;
+      if (uepoll_read(fds[i], &ticks, 8) != 8) failed = true;
+      EXPECT_EQ(ticks, 1u);
+      total += int64_t(ticks);
+      delivered[i].fetch_add(int(ticks));
+    }
+  }
+  armer.join();
+  stop = true;
+  poker.join();
+  for (auto& th : noise) th.join();
+  EXPECT_FALSE(failed);
+  EXPECT_EQ(total, want);
+  for (int fd : fds) uepoll_close(fd);
+  for (int fd : efds) uepoll_close(fd);
+  uepoll_close(shared);
+  ExpectNoUepollLeaks();
+}
+
+// Last in this file: RequireExact is for the life of the process (CTest
+// runs every test in a process of its own, where order does not matter).
+// No uepoll thread waits at all: a kernel loop watches a watchable instance
+// holding the timer. Making it watchable turns keeping off (RequireExact),
+// and the keeper that leaves hands the covered expiry to the timer thread.
+TEST(TimerKeeper, KernelLoopOnAWatchableInstanceIsServed) {
+  int t = UTimer();
+  int wep = UEpollWith(t, 5);
+  {
+    DormantSetup s;
+    ASSERT_TRUE(s.Start(t, kCoverNs));
+    ASSERT_EQ(uepoll_epoll_make_watchable(wep), 0);
+    ASSERT_TRUE(s.WakeKeeper());
+    int kep = epoll_create1(EPOLL_CLOEXEC);
+    ASSERT_GE(kep, 0);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ASSERT_EQ(epoll_ctl(kep, EPOLL_CTL_ADD, wep, &ev), 0);
+    // The kernel's own epoll_wait: nothing here enters uepoll.
+    EXPECT_EQ(epoll_wait(kep, &ev, 1, kExpiryWaitMs), 1)
+        << "the covered expiry was never run";
+    close(kep);
+  }
+  epoll_event ev;
+  EXPECT_EQ(uepoll_epoll_wait(wep, &ev, 1, 0), 1);
+  uepoll_close(wep);
+  uepoll_close(t);
+  ExpectNoUepollLeaks();
+}
+
+}  // namespace
+}  // namespace uepoll_test
