@@ -6,11 +6,7 @@
 // them to libc: the program that renamed its calls. U = 0 prices an instance
 // that holds only kernel descriptors against the kernel's own instance.
 // One op is one event.
-#include <errno.h>
 #include <sys/eventfd.h>
-#include <unistd.h>
-
-#include <uepoll/uepoll.h>
 
 #include "workloads.h"
 
@@ -44,38 +40,7 @@ Result MeasureMixed(const Backend& b, unsigned long kernel_fds,
     if (b.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
       return r.error = CallError(b, "epoll_ctl(ADD)"), r;
   }
-  std::vector<struct epoll_event> evs(total);
-  const int max = int(total);
-  const unsigned long batch = std::max(1ul, 1024 / total);
-  const uint64_t one = 1;
-  uint64_t val;
-  unsigned long events = 0, short_waits = 0;
-  SyscallWindow sys;
-  sys.Start();
-  const int64_t t0 = NowNs(), end = t0 + int64_t(PassRuntime(runtime) * 1e9);
-  int64_t now = t0;
-  while (now < end) {
-    for (unsigned long i = 0; i < batch; ++i) {
-      for (int fd : srcs)
-        if (b.write(fd, &one, sizeof(one)) < 0)
-          return r.error = CallError(b, "write"), r;
-      // Timeout 0: every source was just signalled (see throughput).
-      int n = b.epoll_wait(epfd, evs.data(), max, 0);
-      if (n < 0) return r.error = CallError(b, "epoll_wait"), r;
-      if (n < max) short_waits++;
-      for (int j = 0; j < n; ++j)
-        if (b.read(int(evs[j].data.u64), &val, sizeof(val)) < 0)
-          return r.error = CallError(b, "read"), r;
-      events += unsigned(n);
-    }
-    now = NowNs();
-  }
-  sys.Stop();
-  sys.Finish(&r, double(events));
-  r.ops_per_sec = double(events) / (double(now - t0) / 1e9);
-  r.metrics = {{"ns_per_event", 1e9 / r.ops_per_sec, "", false},
-               {"events", double(events), "", true},
-               {"short_waits", double(short_waits), "", false}};
+  SignalHarvestLoop(b, epfd, srcs, /*msg=*/false, runtime, r);
   return r;
 }
 

@@ -12,6 +12,59 @@
 
 namespace uepoll_bench {
 
+// The timed loop of throughput and mixed: write to every source in srcs
+// (msg: an 8-byte writev in two segments), harvest them with one wait of
+// maxevents srcs.size(), consume each (msg: recvmsg); fills r.
+void SignalHarvestLoop(const Backend& b, int epfd, const std::vector<int>& srcs,
+                       bool msg, double runtime, Result& r) {
+  const unsigned long maxevents = srcs.size();
+  std::vector<struct epoll_event> evs(maxevents);
+  const int k = int(maxevents);
+  // Reading the clock once per ~1000 events keeps its cost out of the figure.
+  const unsigned long batch = std::max(1ul, 1024 / maxevents);
+  const uint64_t one = 1;
+  uint64_t val;
+  // The message form: 8 bytes gathered from two segments, received whole.
+  const uint32_t halves[2] = {1, 0};
+  struct iovec out[2] = {{const_cast<uint32_t*>(&halves[0]), 4},
+                         {const_cast<uint32_t*>(&halves[1]), 4}};
+  struct iovec in = {&val, sizeof(val)};
+  struct msghdr mh = {};
+  mh.msg_iov = &in;
+  mh.msg_iovlen = 1;
+  unsigned long events = 0, short_waits = 0;
+  SyscallWindow sys;
+  sys.Start();
+  const int64_t t0 = NowNs(), end = t0 + int64_t(PassRuntime(runtime) * 1e9);
+  int64_t now = t0;
+  while (now < end) {
+    for (unsigned long i = 0; i < batch; ++i) {
+      for (int fd : srcs) {
+        if (msg ? b.writev(fd, out, 2) < 0 : b.write(fd, &one, sizeof(one)) < 0)
+          return void(r.error = CallError(b, msg ? "writev" : "write"));
+      }
+      // Timeout 0: every source was just signalled, so an empty answer is a
+      // backend's bug to count, not a reason to hang.
+      int n = b.epoll_wait(epfd, evs.data(), k, 0);
+      if (n < 0) return void(r.error = CallError(b, "epoll_wait"));
+      if (n < k) short_waits++;
+      for (int j = 0; j < n; ++j) {
+        int fd = int(evs[j].data.u64);
+        if (msg ? b.recvmsg(fd, &mh, 0) < 0 : b.read(fd, &val, sizeof(val)) < 0)
+          return void(r.error = CallError(b, msg ? "recvmsg" : "read"));
+      }
+      events += unsigned(n);
+    }
+    now = NowNs();
+  }
+  sys.Stop();
+  sys.Finish(&r, double(events));
+  r.ops_per_sec = double(events) / (double(now - t0) / 1e9);
+  r.metrics = {{"ns_per_event", 1e9 / r.ops_per_sec, "", false},
+               {"events", double(events), "", true},
+               {"short_waits", double(short_waits), "", false}};
+}
+
 Result MeasureThroughput(const Backend& b, unsigned long maxevents,
                          double runtime, bool msg) {
   Result r;
@@ -47,51 +100,7 @@ Result MeasureThroughput(const Backend& b, unsigned long maxevents,
     if (b.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
       return r.error = CallError(b, "epoll_ctl(ADD)"), r;
   }
-  std::vector<struct epoll_event> evs(maxevents);
-  const int k = int(maxevents);
-  // Reading the clock once per ~1000 events keeps its cost out of the figure.
-  const unsigned long batch = std::max(1ul, 1024 / maxevents);
-  const uint64_t one = 1;
-  uint64_t val;
-  // The message form: 8 bytes gathered from two segments, received whole.
-  const uint32_t halves[2] = {1, 0};
-  struct iovec out[2] = {{const_cast<uint32_t*>(&halves[0]), 4},
-                         {const_cast<uint32_t*>(&halves[1]), 4}};
-  struct iovec in = {&val, sizeof(val)};
-  struct msghdr mh = {};
-  mh.msg_iov = &in;
-  mh.msg_iovlen = 1;
-  unsigned long events = 0, short_waits = 0;
-  SyscallWindow sys;
-  sys.Start();
-  const int64_t t0 = NowNs(), end = t0 + int64_t(PassRuntime(runtime) * 1e9);
-  int64_t now = t0;
-  while (now < end) {
-    for (unsigned long i = 0; i < batch; ++i) {
-      for (int fd : srcs) {
-        if (msg ? b.writev(fd, out, 2) < 0 : b.write(fd, &one, sizeof(one)) < 0)
-          return r.error = CallError(b, msg ? "writev" : "write"), r;
-      }
-      // Timeout 0: every source was just signalled, so an empty answer is a
-      // backend's bug to count, not a reason to hang.
-      int n = b.epoll_wait(epfd, evs.data(), k, 0);
-      if (n < 0) return r.error = CallError(b, "epoll_wait"), r;
-      if (n < k) short_waits++;
-      for (int j = 0; j < n; ++j) {
-        int fd = int(evs[j].data.u64);
-        if (msg ? b.recvmsg(fd, &mh, 0) < 0 : b.read(fd, &val, sizeof(val)) < 0)
-          return r.error = CallError(b, msg ? "recvmsg" : "read"), r;
-      }
-      events += unsigned(n);
-    }
-    now = NowNs();
-  }
-  sys.Stop();
-  sys.Finish(&r, double(events));
-  r.ops_per_sec = double(events) / (double(now - t0) / 1e9);
-  r.metrics = {{"ns_per_event", 1e9 / r.ops_per_sec, "", false},
-               {"events", double(events), "", true},
-               {"short_waits", double(short_waits), "", false}};
+  SignalHarvestLoop(b, epfd, srcs, msg, runtime, r);
   return r;
 }
 

@@ -49,6 +49,10 @@ Result MeasureChurn(const Backend& b, unsigned long threads, double runtime);
 // "throughput_msg" workload (b.writev and b.recvmsg must be set).
 Result MeasureThroughput(const Backend& b, unsigned long maxevents,
                          double runtime, bool msg = false);
+// The timed loop of throughput and mixed (wl_throughput.cc): signal every
+// source, harvest them with one wait, consume each.
+void SignalHarvestLoop(const Backend& b, int epfd, const std::vector<int>& srcs,
+                       bool msg, double runtime, Result& r);
 // mixed (wl_mixed.cc): K kernel and U uepoll eventfds in one instance.
 Result MeasureMixed(const Backend& b, unsigned long kernel_fds,
                     unsigned long uepoll_fds, double runtime);
