@@ -12,14 +12,17 @@ ssize_t File::Write(const void*, size_t) { return -EINVAL; }
 int File::Shutdown(int) { return -ENOTSOCK; }
 int File::Ioctl(unsigned long, unsigned long) { return -ENOTTY; }
 
+namespace {
+
 // do_loop_readv_writev: one Read/Write per segment (an empty segment
 // included: the file decides what 0 bytes mean), stopping at an error, a
 // short count or the end. An error after some bytes is dropped.
-ssize_t File::ReadIter(IoIter& it) {
+template <class Op>
+ssize_t LoopSegments(IoIter& it, Op op) {
   ssize_t ret = 0;
   while (it.count()) {
     size_t len = it.seg_len();
-    ssize_t nr = Read(it.seg_base(), len);
+    ssize_t nr = op(it.seg_base(), len);
     if (nr < 0) {
       if (!ret) ret = nr;
       break;
@@ -29,6 +32,13 @@ ssize_t File::ReadIter(IoIter& it) {
     it.Advance(len);
   }
   return ret;
+}
+
+}  // namespace
+
+ssize_t File::ReadIter(IoIter& it) {
+  return LoopSegments(
+      it, [this](void* base, size_t len) { return Read(base, len); });
 }
 
 ssize_t File::ReadIterOneValue(IoIter& it, size_t size) {
@@ -41,19 +51,8 @@ ssize_t File::ReadIterOneValue(IoIter& it, size_t size) {
 }
 
 ssize_t File::WriteIter(IoIter& it) {
-  ssize_t ret = 0;
-  while (it.count()) {
-    size_t len = it.seg_len();
-    ssize_t nr = Write(it.seg_base(), len);
-    if (nr < 0) {
-      if (!ret) ret = nr;
-      break;
-    }
-    ret += nr;
-    if (static_cast<size_t>(nr) != len) break;
-    it.Advance(len);
-  }
-  return ret;
+  return LoopSegments(
+      it, [this](void* base, size_t len) { return Write(base, len); });
 }
 
 int File::SetStatusFlags(uint32_t arg) {
