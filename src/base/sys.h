@@ -84,6 +84,9 @@ inline int TimerfdSettime(int fd, int flags, const itimerspec* value,
                           itimerspec* old) {
   return UEPOLL_SYS(timerfd_settime, fd, flags, value, old);
 }
+inline int TimerfdGettime(int fd, itimerspec* value) {
+  return UEPOLL_SYS(timerfd_gettime, fd, value);
+}
 
 inline ssize_t Readv(int fd, const iovec* iov, int n) {
   return UEPOLL_SYS(readv, fd, iov, n);

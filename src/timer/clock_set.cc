@@ -22,13 +22,25 @@ struct Detector {
 
 Detector& D();
 
+// Whether fd is still the detector's timerfd: the application may have
+// closed the number (closefrom, close_range) and reused it. Ours is armed
+// absolute at the end of time, which no other timer plausibly is; anything
+// else is abandoned, never read (a read would consume the application's
+// data or expirations) nor closed.
+bool IsOurs(int fd) {
+  if (fd < 0) return false;
+  itimerspec cur;
+  constexpr time_t kCentury = time_t{100} * 365 * 24 * 3600;
+  return sys::TimerfdGettime(fd, &cur) == 0 && cur.it_value.tv_sec > kCentury;
+}
+
 void Prepare() NO_THREAD_SAFETY_ANALYSIS { D().mu.Lock(); }
 void Parent() NO_THREAD_SAFETY_ANALYSIS { D().mu.Unlock(); }
 // The child shares the kernel descriptor with the parent, and a read
 // consumes a step for both: the child makes its own on its next call.
 void Child() NO_THREAD_SAFETY_ANALYSIS {
   Detector& d = D();
-  if (d.fd >= 0) sys::Close(d.fd);
+  if (IsOurs(d.fd)) sys::Close(d.fd);
   d.fd = -1;
   d.failed = false;
   d.mu.Unlock();
@@ -48,6 +60,9 @@ uint64_t ClockSetGeneration() {
   Detector& d = D();
   int saved = errno;
   MutexLock l(d.mu);
+  // Lost to the application (closed, maybe reused): abandoned and made
+  // anew; a step in between is missed. Only CANCEL_ON_SET timers get here.
+  if (d.fd >= 0 && !IsOurs(d.fd)) d.fd = -1;
   if (d.fd < 0 && !d.failed) {
     d.fd = sys::TimerfdCreate(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
     itimerspec never = {};
