@@ -1,5 +1,5 @@
 // uepoll-bench: the same workloads on the kernel's epoll and on uepoll, in
-// one binary and one run, side by side (docs/PERFORMANCE.md).
+// one binary and one run, side by side (bench/README.md).
 #include <stdio.h>
 #include <string.h>
 

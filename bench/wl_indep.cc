@@ -1,4 +1,4 @@
-// Independent work (issue 14): every thread owns its instance and its
+// Independent work: every thread owns its instance and its
 // eventfds, shares nothing with the others by design, and is pinned to
 // CPU t % nCPUs. Two variants of the shared-instance workloads:
 //   churn_own       create an eventfd, ADD it to the thread's instance,

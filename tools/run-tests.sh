@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds and runs every test, under the dev preset (Debug) and then the asan
-# preset (AddressSanitizer + UndefinedBehaviorSanitizer). The README's test
-# command; .ci/run calls it too.
+# Checks that the docs cite only paths and tests that exist
+# (tools/check-refs.py, under a second), then builds and runs every test,
+# under the dev preset (Debug) and then the asan preset (AddressSanitizer +
+# UndefinedBehaviorSanitizer). The README's test command; .ci/run calls it
+# too.
 #
 #   tools/run-tests.sh                 dev, then asan
 #   tools/run-tests.sh --quick         dev only
@@ -18,16 +20,21 @@ set -euo pipefail
 # bench builds and skips io_uring); libclang-rt-14-dev: clang's fuzzer
 # runtime, for the libFuzzer target in CI; dpkg-dev and file: CPack's Debian
 # package (dpkg-shlibdeps); groff-base: the manual pages' render check;
-# man-db: the installed package's check; libuv1-dev, libboost-dev,
-# libevent-dev, libev-dev: the event loops of tests/integration (each test
-# is left out where its library is missing) and the ones tests/interpose
-# runs unmodified on uepoll.
+# man-db: the installed package's check; python3: tools/check-refs.py;
+# libuv1-dev, libboost-dev, libevent-dev, libev-dev: the event loops of
+# tests/integration (each test is left out where its library is missing)
+# and the ones tests/interpose runs unmodified on uepoll; python3.11,
+# libpython3.11-testsuite, redis-server, redis-tools, nginx-light, wrk,
+# curl, nodejs: the unmodified programs of tests/realprog (each test skips
+# when its program is missing).
 readonly PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev
                    libbenchmark-dev liburing-dev
-                   pkg-config dpkg-dev file groff-base man-db
-                   libuv1-dev libboost-dev libevent-dev libev-dev)
+                   pkg-config dpkg-dev file groff-base man-db python3
+                   libuv1-dev libboost-dev libevent-dev libev-dev
+                   python3.11 libpython3.11-testsuite redis-server redis-tools
+                   nginx-light wrk curl nodejs)
 
-usage() { sed -n '2,14s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,16s/^# \{0,1\}//p' "$0"; }
 
 install_missing_packages() {
   if ! command -v dpkg >/dev/null; then
@@ -53,20 +60,25 @@ install_missing_packages() {
   apt-get install -y --no-install-recommends "${missing[@]}"
 }
 
-# run_preset NAME: configure, build, test. Records the result in $summary.
+# run_preset NAME: configure, build, test. Records the result in $summary
+# and the names of its failed tests in $failures.
 summary=()
+failures=()
 failed=0
 run_preset() {
   local preset=$1 start=$SECONDS status=passed
   echo "run-tests: === preset $preset"
+  rm -f "build/$preset/Testing/Temporary/LastTestsFailed.log"
   if ! { cmake --preset "$preset" &&
          cmake --build --preset "$preset" -j"$(nproc)" &&
          ctest --preset "$preset" -j"$(nproc)"; }; then
     status=FAILED
     failed=1
+    failures+=("$preset")
   fi
   summary+=("$preset $status ($((SECONDS - start)) s)")
 }
+
 
 presets=(dev asan)
 case ${1:-} in
@@ -80,10 +92,22 @@ esac
 
 cd "$(dirname "$0")/.."
 install_missing_packages
+# The drift check first: it takes a second, and a stale citation is worth
+# knowing about even when a build fails.
+start=$SECONDS
+if python3 tools/check-refs.py; then
+  summary+=("check-refs passed ($((SECONDS - start)) s)")
+else
+  summary+=("check-refs FAILED")
+  failed=1
+fi
 for preset in "${presets[@]}"; do
   run_preset "$preset"
 done
 
+for preset in "${failures[@]}"; do
+  tools/ctest-digest.sh "build/$preset"
+done
 line=$(printf '%s, ' "${summary[@]}")
 if ((failed)); then verdict=FAILED; else verdict="all passed"; fi
 echo "run-tests: ${line%, }: $verdict"

@@ -39,6 +39,12 @@ UEPOLL_API int uepoll_debug_fail_alloc(long n);
  * counter tests use to enumerate allocation sites). */
 UEPOLL_API long uepoll_debug_alloc_count(void);
 
+/* How many blocks of the signal-handler arena are in use: memory that
+ * calls made inside a handler installed with uepoll_sigaction allocated
+ * instead of malloc, which the handler may have interrupted (a message a
+ * handler wrote to a socket, not yet read). */
+UEPOLL_API long uepoll_debug_handler_blocks(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

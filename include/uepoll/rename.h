@@ -6,10 +6,17 @@
  * epoll_create1(0) becomes uepoll_epoll_create1(0), read(fd, buf, n)
  * becomes uepoll_read(fd, buf, n), and so on for
  *
- *   epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait epoll_pwait2
- *   eventfd eventfd_read eventfd_write pipe pipe2 socketpair shutdown (C)
- *   timerfd_create timerfd_settime timerfd_gettime
- *   read write close dup dup2 dup3 fcntl poll
+ *   at every call, in C and C++:
+ *     epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait
+ *     epoll_pwait2 eventfd eventfd_read eventfd_write pipe2 socketpair dup3
+ *     timerfd_create timerfd_settime timerfd_gettime
+ *     readv writev preadv pwritev sendto recvfrom sendmsg recvmsg
+ *     ppoll pselect closefrom fstatat statx
+ *   at every call in C, and in C++ only at libc's number of arguments:
+ *     read write close dup dup2 pipe poll fcntl close_range fstat pread
+ *     pwrite getsockopt setsockopt getsockname getpeername sendfile splice
+ *   in C only (common member names in C++):
+ *     shutdown send recv select ioctl
  *
  * Every uepoll_* call passes a kernel descriptor (a file, a TCP socket) to
  * libc, so renamed code keeps working on them; socketpair() creates
@@ -32,14 +39,23 @@
  *    keep their names; a member with the same count still collides (asio's
  *    and uepoll's own close(ec), dup(ec): include the header after
  *    <uepoll/uepoll.hpp>, and do not call those in renamed code). C++ does
- *    not rename shutdown (shutdown(how, ec) members are common): call
- *    uepoll_shutdown. C++ needs __VA_OPT__ (GCC 8, Clang 6; a -Wpedantic
- *    warning before C++20).
+ *    not rename shutdown, send, recv, select or ioctl (members such as
+ *    shutdown(how, ec) and send(buf) are common): call uepoll_shutdown and
+ *    the others by their uepoll_ names. C++ needs __VA_OPT__ (GCC 8,
+ *    Clang 6; a -Wpedantic warning before C++20).
  *  - Only the program's own code is renamed: libraries it links (libevent,
  *    libuv...) and calls libc makes internally still see kernel
  *    descriptors only. For those, use libuepoll-interpose.so (README.md).
  *  - A uepoll object lives in this process: a pipe meant for a child
- *    process (fork and exec) must stay the kernel's. */
+ *    process (fork and exec) must stay the kernel's.
+ *  - Not renamed: syscall() (libuepoll-interpose.so defines it), and the
+ *    calls that return new kernel numbers (open, socket, accept...). A
+ *    uepoll number whose placeholder libc closes internally (fclose of an
+ *    fdopen'ed number) keeps its object in renamed code until uepoll_close
+ *    or a uepoll call is given the number again, even after the kernel gave
+ *    it to a file the program opened (docs/semantics.md D16); the
+ *    interposer releases such an object when the kernel hands the number
+ *    out. */
 #ifndef UEPOLL_RENAME_H_
 #define UEPOLL_RENAME_H_
 
@@ -49,7 +65,9 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -110,6 +128,10 @@ static inline int uepoll_rename_socketpair(int domain, int type, int protocol,
 #define ppoll(fds, nfds, tmo, sigmask) uepoll_ppoll(fds, nfds, tmo, sigmask)
 #define pselect(nfds, r, w, e, timeout, sigmask) \
   uepoll_pselect(nfds, r, w, e, timeout, sigmask)
+#define closefrom(lowfd) uepoll_closefrom(lowfd)
+#define fstatat(dirfd, path, st, flags) uepoll_fstatat(dirfd, path, st, flags)
+#define statx(dirfd, path, flags, mask, stx) \
+  uepoll_statx(dirfd, path, flags, mask, stx)
 
 #ifndef __cplusplus
 
@@ -126,6 +148,19 @@ static inline int uepoll_rename_socketpair(int domain, int type, int protocol,
 #define recv(fd, buf, len, flags) uepoll_recv(fd, buf, len, flags)
 #define select(nfds, r, w, e, timeout) uepoll_select(nfds, r, w, e, timeout)
 #define ioctl(...) uepoll_ioctl(__VA_ARGS__)
+#define close_range(first, last, flags) uepoll_close_range(first, last, flags)
+#define fstat(fd, st) uepoll_fstat(fd, st)
+#define pread(fd, buf, count, offset) uepoll_pread(fd, buf, count, offset)
+#define pwrite(fd, buf, count, offset) uepoll_pwrite(fd, buf, count, offset)
+#define getsockopt(fd, level, name, val, len) \
+  uepoll_getsockopt(fd, level, name, val, len)
+#define setsockopt(fd, level, name, val, len) \
+  uepoll_setsockopt(fd, level, name, val, len)
+#define getsockname(fd, addr, len) uepoll_getsockname(fd, addr, len)
+#define getpeername(fd, addr, len) uepoll_getpeername(fd, addr, len)
+#define sendfile(out, in, offset, count) uepoll_sendfile(out, in, offset, count)
+#define splice(in, off_in, out, off_out, len, flags) \
+  uepoll_splice(in, off_in, out, off_out, len, flags)
 
 #else /* C++: rename by the number of arguments */
 
@@ -163,6 +198,18 @@ static inline int uepoll_rename_socketpair(int domain, int type, int protocol,
 #define UEPOLL_RENAME_poll_3 ~, uepoll_poll,
 #define UEPOLL_RENAME_fcntl_2 ~, uepoll_fcntl,
 #define UEPOLL_RENAME_fcntl_3 ~, uepoll_fcntl,
+/* Names that members share too (std::list::splice, Asio's socket_ops::
+ * getsockopt with 7 arguments): renamed at libc's count only. */
+#define UEPOLL_RENAME_close_range_3 ~, uepoll_close_range,
+#define UEPOLL_RENAME_fstat_2 ~, uepoll_fstat,
+#define UEPOLL_RENAME_pread_4 ~, uepoll_pread,
+#define UEPOLL_RENAME_pwrite_4 ~, uepoll_pwrite,
+#define UEPOLL_RENAME_getsockopt_5 ~, uepoll_getsockopt,
+#define UEPOLL_RENAME_setsockopt_5 ~, uepoll_setsockopt,
+#define UEPOLL_RENAME_getsockname_3 ~, uepoll_getsockname,
+#define UEPOLL_RENAME_getpeername_3 ~, uepoll_getpeername,
+#define UEPOLL_RENAME_sendfile_4 ~, uepoll_sendfile,
+#define UEPOLL_RENAME_splice_6 ~, uepoll_splice,
 
 #define read(...) UEPOLL_RENAME_PICK(read, __VA_ARGS__)
 #define write(...) UEPOLL_RENAME_PICK(write, __VA_ARGS__)
@@ -172,6 +219,16 @@ static inline int uepoll_rename_socketpair(int domain, int type, int protocol,
 #define pipe(...) UEPOLL_RENAME_PICK(pipe, __VA_ARGS__)
 #define poll(...) UEPOLL_RENAME_PICK(poll, __VA_ARGS__)
 #define fcntl(...) UEPOLL_RENAME_PICK(fcntl, __VA_ARGS__)
+#define close_range(...) UEPOLL_RENAME_PICK(close_range, __VA_ARGS__)
+#define fstat(...) UEPOLL_RENAME_PICK(fstat, __VA_ARGS__)
+#define pread(...) UEPOLL_RENAME_PICK(pread, __VA_ARGS__)
+#define pwrite(...) UEPOLL_RENAME_PICK(pwrite, __VA_ARGS__)
+#define getsockopt(...) UEPOLL_RENAME_PICK(getsockopt, __VA_ARGS__)
+#define setsockopt(...) UEPOLL_RENAME_PICK(setsockopt, __VA_ARGS__)
+#define getsockname(...) UEPOLL_RENAME_PICK(getsockname, __VA_ARGS__)
+#define getpeername(...) UEPOLL_RENAME_PICK(getpeername, __VA_ARGS__)
+#define sendfile(...) UEPOLL_RENAME_PICK(sendfile, __VA_ARGS__)
+#define splice(...) UEPOLL_RENAME_PICK(splice, __VA_ARGS__)
 
 #endif /* __cplusplus */
 

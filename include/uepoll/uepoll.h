@@ -20,6 +20,7 @@
  *
  * Compiles as C99 and as C++.
  */
+struct statx; /* <sys/stat.h> declares it under _GNU_SOURCE only */
 #ifndef UEPOLL_UEPOLL_H_
 #define UEPOLL_UEPOLL_H_
 
@@ -32,6 +33,7 @@
 #include <sys/eventfd.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -77,6 +79,46 @@ UEPOLL_API int uepoll_get_fd_mode(void);
 /* Nonzero if fd is an open uepoll descriptor (in either mode). */
 UEPOLL_API int uepoll_is_uepoll_fd(int fd);
 
+/* Crossing a process boundary (uepoll extension; docs/design.md, "Crossing
+ * a process boundary"). A uepoll pipe, socket pair or eventfd lives in the
+ * process's memory: a fork() child gets a copy, exec() drops it, and the
+ * kernel cannot pass it over a socket. Exporting turns such an object into
+ * the kernel's equivalent at the same numbers (a kernel pipe, socketpair
+ * or eventfd holding the same buffered data in order, message boundaries,
+ * descriptors in flight, O_NONBLOCK, O_DIRECT, FD_CLOEXEC of each number,
+ * EFD_SEMAPHORE, shutdown state and a closed peer), and moves each epoll
+ * registration watching it into its instance's kernel half with the same
+ * events and data; calls in progress on it (a thread asleep in a read) go
+ * on in the kernel object. From then on it is a kernel descriptor like any
+ * other. Epoll instances, timerfds and user objects have no kernel
+ * equivalent (EOPNOTSUPP); docs/semantics.md D12 says what a child sees of
+ * them.
+ *
+ * uepoll_export_fd converts the object at fd (both ends of a pipe, both
+ * sockets of a pair, every number of each): 0 (also for a kernel
+ * descriptor: nothing to do), or -1 with errno EBADF, EOPNOTSUPP (cannot
+ * convert, or the disjoint numbering), EMFILE, ENFILE, ENOMEM.
+ *
+ * uepoll_export_all converts every object that can be converted, or with
+ * UEPOLL_EXPORT_INHERITABLE only those with a number whose FD_CLOEXEC is
+ * clear (what an exec passes on). Returns how many, or -1 (EINVAL: flags).
+ *
+ * uepoll_set_fork_mode: UEPOLL_FORK_COPY (the library's default) leaves
+ * fork() alone: the child has copies (docs/semantics.md D12);
+ * UEPOLL_FORK_SHARE runs uepoll_export_all(0) at every fork() (a
+ * pthread_atfork prepare handler), so that parent and child share the
+ * kernel objects, as they would have from the start. libuepoll-interpose.so
+ * sets UEPOLL_FORK_SHARE (and converts at vfork, exec and posix_spawn: see
+ * README.md). 0, or -1 with errno EINVAL. uepoll_get_fork_mode returns the
+ * mode. A program that never forks or exports pays nothing. */
+#define UEPOLL_EXPORT_INHERITABLE 1
+#define UEPOLL_FORK_COPY 0
+#define UEPOLL_FORK_SHARE 1
+UEPOLL_API int uepoll_export_fd(int fd);
+UEPOLL_API int uepoll_export_all(int flags);
+UEPOLL_API int uepoll_set_fork_mode(int mode);
+UEPOLL_API int uepoll_get_fork_mode(void);
+
 /* epoll */
 UEPOLL_API int uepoll_epoll_create(int size);
 UEPOLL_API int uepoll_epoll_create1(int flags);
@@ -99,13 +141,14 @@ UEPOLL_API int uepoll_epoll_pwait2(int epfd, struct epoll_event *events,
  * instance has events to report, as the kernel's rule for an epoll
  * descriptor: level-triggered watchers see it readable until a harvest
  * empties the instance, edge-triggered ones get an edge at every transition
- * to ready; nested instances and kernel descriptors inside propagate to it.
+ * to ready; nested instances and kernel descriptors inside propagate to it,
+ * with no uepoll thread running (the kernel carries them).
  * When the loop reports it readable, harvest it with uepoll_epoll_wait (a
  * zero timeout; an edge-triggered watcher harvests until that returns 0).
  * Cost: a watchable instance makes two syscalls when its ready list goes
  * from empty to non-empty and one when a harvest empties it, plus the
  * kernel half's one per harvest; never one per event. Instances that are
- * not watchable pay nothing.
+ * not watchable pay one load of a flag on those paths.
  *
  * uepoll_epoll_make_watchable makes an instance watchable (0, or -1 with
  * errno EBADF, EINVAL (not an instance), EMFILE/ENOMEM, EPERM in the
@@ -113,8 +156,10 @@ UEPOLL_API int uepoll_epoll_pwait2(int epfd, struct epoll_event *events,
  * every flag bit other than EPOLL_CLOEXEC must stay EINVAL there, as on
  * Linux.) uepoll_epoll_ctl(kernel_epfd, ADD, fd) and
  * libc's epoll_ctl accept a watchable instance's number. Wakeup loops
- * through kernel epoll instances are refused ELOOP where the kernel or
- * uepoll can see the cycle (docs/semantics.md says where neither can). */
+ * through kernel epoll instances are refused ELOOP, and chains through
+ * both kinds are held to the kernel's depth: every instance's kernel half
+ * holds the kernel halves of the instances nested in it, so the kernel
+ * sees the whole graph (docs/semantics.md D1, D32). */
 UEPOLL_API int uepoll_epoll_make_watchable(int epfd);
 
 /* min_wait batching and per-instance parameters (uepoll extensions).
@@ -171,6 +216,24 @@ UEPOLL_API int uepoll_dup3(int oldfd, int newfd, int flags);
 UEPOLL_API int uepoll_fcntl(int fd, int cmd, ...);
 UEPOLL_API int uepoll_poll(struct pollfd *fds, nfds_t nfds, int timeout);
 
+/* Signal handlers that call uepoll (uepoll extension). uepoll's locks are
+ * user-space locks, so a handler that interrupts a thread inside uepoll and
+ * calls uepoll itself (a self-pipe write, a close) could wait for that
+ * thread forever (docs/semantics.md D11). uepoll_sigaction is sigaction(2),
+ * with the same arguments, errors and reported old action, except that a
+ * handler it installs is put off while the interrupted thread holds a uepoll
+ * lock, and runs, with its siginfo, context, mask and flags, as soon as the
+ * thread holds none; locks are never held across a sleep, so a blocked call
+ * is interrupted as before. Fault signals (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+ * SIGTRAP, SIGSYS) go to sigaction unchanged. A handler that sends on a
+ * uepoll socket pair still must not interrupt malloc (the send allocates;
+ * eventfd and pipe writes are the safe self-pipes: D11). libuepoll-interpose.so
+ * installs every handler (sigaction, signal, bsd_signal, sysv_signal)
+ * through it. */
+struct sigaction; /* <signal.h> declares it only for POSIX sources */
+UEPOLL_API int uepoll_sigaction(int sig, const struct sigaction *act,
+                                struct sigaction *oldact);
+
 /* Vectored I/O (<sys/uio.h>). readv and writev take the kernel's checks of
  * the array (at most IOV_MAX segments: EINVAL; each length a valid ssize_t:
  * EINVAL; the total clamped to 0x7ffff000) and do one read or write of the
@@ -220,12 +283,84 @@ UEPOLL_API int uepoll_pselect(int nfds, fd_set *readfds, fd_set *writefds,
 /* ioctl: FIONBIO, FIOCLEX, FIONCLEX on any uepoll descriptor; FIONREAD on
  * pipes; SIOCINQ (FIONREAD), SIOCOUTQ, SIOCATMARK on sockets; EPIOCSPARAMS
  * and EPIOCGPARAMS on instances. Anything else fails as the kernel fails it
- * for that kind of file (ENOTTY, EINVAL on an instance); FIOASYNC that
- * would turn signal-driven I/O on fails ENOTTY (not modelled). fcntl
- * answers F_GETPIPE_SZ and F_SETPIPE_SZ on pipes; the owner and signal
- * commands (F_GETOWN, F_SETOWN, F_SETSIG, ...) fail EINVAL on uepoll
- * descriptors (docs/semantics.md D3, D28). */
+ * for that kind of file (ENOTTY, EINVAL on an instance).
+ *
+ * Signal-driven I/O, as the kernel's: FIOASYNC (and fcntl F_SETFL O_ASYNC)
+ * on a pipe end or socket puts it in signal-driven mode, and its owner
+ * (fcntl F_SETOWN, F_SETOWN_EX; F_GETOWN, F_GETOWN_EX, F_GETOWNER_UIDS
+ * read it back) gets SIGIO, or the F_SETSIG signal with si_code, si_band
+ * and si_fd, whenever the kernel would send one: after every read or write
+ * of a pipe, when data arrives on a socket or room appears after a send
+ * found none, and when the peer closes or shuts down. Other objects keep
+ * an owner and a signal but never signal, and FIOASYNC fails ENOTTY on
+ * them (F_SETFL ignores O_ASYNC), as on eventfds. docs/semantics.md D28
+ * says what differs. fcntl also answers F_GETPIPE_SZ and F_SETPIPE_SZ on
+ * pipes; leases, locks and the rest fail EINVAL (D3). */
 UEPOLL_API int uepoll_ioctl(int fd, unsigned long request, ...);
+
+/* close_range and closefrom (<unistd.h>, glibc 2.34): every uepoll object
+ * whose number is in [first, last] is closed as uepoll_close closes it,
+ * then the kernel's call closes what else is there. flags
+ * CLOSE_RANGE_CLOEXEC marks the numbers close-on-exec instead (uepoll
+ * objects included), CLOSE_RANGE_UNSHARE is passed to the kernel; other
+ * bits, or first > last: EINVAL, nothing closed. uepoll_closefrom(lowfd)
+ * is uepoll_close_range(max(lowfd, 0), ~0U, 0) and, as glibc's, fails
+ * only by aborting when the kernel's call cannot close a descriptor. */
+UEPOLL_API int uepoll_close_range(unsigned int first, unsigned int last,
+                                  int flags);
+UEPOLL_API void uepoll_closefrom(int lowfd);
+
+/* fstat, fstatat and statx (<sys/stat.h>) on uepoll objects report what
+ * the kernel reports for the file each stands for: a pipe is S_IFIFO 0600
+ * on pipefs (one inode for both ends), a socket S_IFSOCK 0777 on sockfs
+ * (one inode each), every other object the kernel's anonymous inode (as
+ * an eventfd, an epoll instance or a timerfd). st_ino is unique among
+ * uepoll objects and equal across dups; fstatat and statx answer for the
+ * object only for an empty path with AT_EMPTY_PATH (any other path is the
+ * kernel's). Arguments are checked by the kernel, in its order.
+ * docs/semantics.md D29 says which fields differ from a kernel object's. */
+UEPOLL_API int uepoll_fstat(int fd, struct stat *statbuf);
+UEPOLL_API int uepoll_fstatat(int dirfd, const char *pathname,
+                              struct stat *statbuf, int flags);
+UEPOLL_API int uepoll_statx(int dirfd, const char *pathname, int flags,
+                            unsigned int mask, struct statx *statxbuf);
+
+/* Socket options and names on uepoll socket pairs, with the kernel's
+ * values, errno and length rules (ENOTSOCK on other uepoll objects). The
+ * pair's own state answers SO_TYPE, SO_DOMAIN, SO_PROTOCOL, SO_ERROR,
+ * SO_ACCEPTCONN, SO_PEERCRED, SO_PEERGROUPS, SO_PEERPIDFD, SO_COOKIE and
+ * SO_MEMINFO; every other option, and every setsockopt, is checked and
+ * read back by a transient kernel socket of the same type, so what the
+ * kernel accepts and reports is what uepoll does. What an option changes
+ * in the data path (buffer sizes, low-water marks, timeouts, SO_PASSCRED's
+ * credentials, filters) is not applied: docs/semantics.md D4. Names: a
+ * socket pair's sockets are unnamed (the family alone, length 2); a
+ * datagram socket whose peer is gone fails getpeername ENOTCONN. */
+UEPOLL_API int uepoll_getsockopt(int sockfd, int level, int optname,
+                                 void *optval, socklen_t *optlen);
+UEPOLL_API int uepoll_setsockopt(int sockfd, int level, int optname,
+                                 const void *optval, socklen_t optlen);
+UEPOLL_API int uepoll_getsockname(int sockfd, struct sockaddr *addr,
+                                  socklen_t *addrlen);
+UEPOLL_API int uepoll_getpeername(int sockfd, struct sockaddr *addr,
+                                  socklen_t *addrlen);
+
+/* sendfile and splice (<sys/sendfile.h>, <fcntl.h>) where a uepoll pipe or
+ * socket is one end (or both), with the kernel's rules for which ends may
+ * pair (sendfile: in_fd a file or a socket, not a pipe; splice: one end a
+ * pipe, offsets only on the other end) and its errno. The bytes move
+ * through a buffer: never more than the destination takes, and nothing is
+ * lost or reordered (docs/semantics.md D30 says how the counts of a
+ * nonblocking call can differ). pread and pwrite fail ESPIPE on uepoll
+ * objects, as on pipes and sockets. */
+UEPOLL_API ssize_t uepoll_sendfile(int out_fd, int in_fd, off_t *offset,
+                                   size_t count);
+UEPOLL_API ssize_t uepoll_splice(int fd_in, off_t *off_in, int fd_out,
+                                 off_t *off_out, size_t len,
+                                 unsigned int flags);
+UEPOLL_API ssize_t uepoll_pread(int fd, void *buf, size_t count, off_t offset);
+UEPOLL_API ssize_t uepoll_pwrite(int fd, const void *buf, size_t count,
+                                 off_t offset);
 
 /* EPOLL_CTL_MIN_WAIT of the min_wait patch set (seed 004), never merged
  * into Linux (whose epoll_ctl fails op 4 with EINVAL): ev->data.u64 is the
@@ -303,8 +438,12 @@ UEPOLL_API int uepoll_timerfd_gettime(int fd, struct itimerspec *curr_value);
  *    message when it calls notify or uepoll, or re-enters a lock it holds.
  *    It may take the application's own locks, provided those are never
  *    held while calling uepoll functions other than uepoll_obj_notify.
+ *    It must not reach a cancellation point with cancellation enabled.
  *  - read, write and release run with no uepoll lock held and may call
- *    uepoll (notify, close, ...).
+ *    uepoll (notify, close, dup, sendmsg, create, ...), even when the
+ *    release is run by the collector of descriptors in flight. release
+ *    runs with cancellation disabled: a pthread_cancel of its thread is
+ *    acted on at that thread's next cancellation point after it.
  *  - notify may be called from any thread, under the application's locks
  *    too, and after the last close (it then does nothing). Change the state
  *    poll reads before calling it, under a lock that poll also takes or

@@ -20,7 +20,13 @@ bool InjectFailureNow() noexcept {
 }  // namespace
 
 void* AllocateSlow(size_t n) noexcept {
-  if (InjectFailureNow()) return nullptr;
+  if (g_alloc_fail_countdown.load(std::memory_order_relaxed) != 0 &&
+      InjectFailureNow()) {
+    return nullptr;
+  }
+  if (InSignalHandler()) {
+    if (void* p = HandlerArena::Allocate(n)) return p;
+  }
   return ::operator new(n, std::nothrow);
 }
 

@@ -12,6 +12,9 @@
 #include <new>
 #include <utility>
 
+#include "base/handler_arena.h"
+#include "base/signal_defer.h"
+
 namespace uepoll::impl {
 
 // Countdown to an injected failure: 0 = off; n > 0 = the nth allocation
@@ -20,15 +23,24 @@ inline std::atomic<long> g_alloc_fail_countdown{0};
 // How many allocations were made (for tests that enumerate the sites).
 inline std::atomic<long> g_alloc_count{0};
 
+// Failure injection, and allocations inside a signal handler (from
+// base/handler_arena.h where it can).
 void* AllocateSlow(size_t n) noexcept;
 
 inline void* Allocate(size_t n) noexcept {
-  if (g_alloc_fail_countdown.load(std::memory_order_relaxed) != 0) {
+  if (g_alloc_fail_countdown.load(std::memory_order_relaxed) != 0 ||
+      t_signal_defer.handler_frame != 0) [[unlikely]] {
     return AllocateSlow(n);
   }
   return ::operator new(n, std::nothrow);
 }
-inline void Deallocate(void* p) noexcept { ::operator delete(p); }
+inline void Deallocate(void* p) noexcept {
+  if (HandlerArena::Owns(p)) [[unlikely]] {
+    HandlerArena::Free(p);
+    return;
+  }
+  ::operator delete(p);
+}
 
 // Cache-line-aligned memory, for objects that lay their fields out on lines
 // of their own (Eventpoll): malloc's 16-byte alignment would let a hot
@@ -50,13 +62,10 @@ inline void* AlignToLine(void* raw) noexcept {
   return reinterpret_cast<void*>(a);
 }
 inline void* AllocateLine(size_t n) noexcept {
-  if (g_alloc_fail_countdown.load(std::memory_order_relaxed) != 0) {
-    return AlignToLine(AllocateSlow(n + kCacheLine));
-  }
-  return AlignToLine(::operator new(n + kCacheLine, std::nothrow));
+  return AlignToLine(Allocate(n + kCacheLine));
 }
 inline void DeallocateLine(void* p) noexcept {
-  if (p) ::operator delete(static_cast<void**>(p)[-1]);
+  if (p) Deallocate(static_cast<void**>(p)[-1]);
 }
 
 template <class T, class... Args>

@@ -2,14 +2,14 @@
 // epoll timeouts are). Three kinds: none (wait forever), zero (never sleep,
 // read no clock) and absolute.
 //
-// Every computation saturates (issue 15, bug 3): a time argument may be
-// anything the kernel accepts - an epoll_wait timeout of INT_MAX ms, a
-// timespec with tv_sec = LONG_MAX, a min_wait of UINT64_MAX ns - and the
-// kernel clamps the sum with "now" (timespec64_add_safe, ktime_add_safe)
-// instead of wrapping. Here a sum past INT64_MAX ns (292 years of uptime,
-// which no monotonic clock reaches) is the infinite deadline, so no
-// caller ever sees a wrapped, past, deadline and no kernel call ever gets
-// a timespec of billions of seconds.
+// Every computation saturates (TimeLimits.*, MinWaitLimits.*): a time
+// argument may be anything the kernel accepts - an epoll_wait timeout of
+// INT_MAX ms, a timespec with tv_sec = LONG_MAX, a min_wait of UINT64_MAX
+// ns - and the kernel clamps the sum with "now" (timespec64_add_safe,
+// ktime_add_safe) instead of wrapping. Here a sum past INT64_MAX ns (292
+// years of uptime, which no monotonic clock reaches) is the infinite
+// deadline, so no caller ever sees a wrapped, past, deadline and no kernel
+// call ever gets a timespec of billions of seconds.
 #ifndef UEPOLL_SRC_BASE_DEADLINE_H_
 #define UEPOLL_SRC_BASE_DEADLINE_H_
 

@@ -24,7 +24,9 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -67,7 +69,23 @@
   X(recvmsg)                 \
   X(ioctl)                   \
   X(select)                  \
-  X(pselect)
+  X(pselect)                 \
+  X(fstat)                   \
+  X(fstatat)                 \
+  X(statx)                   \
+  X(socket)                  \
+  X(getsockopt)              \
+  X(setsockopt)              \
+  X(getsockname)             \
+  X(getpeername)             \
+  X(sendfile)                \
+  X(splice)                  \
+  X(close_range)             \
+  X(closefrom)               \
+  X(pread)                   \
+  X(pwrite)                  \
+  X(syscall)                 \
+  X(sigaction)
 
 #ifdef __cplusplus
 #define UEPOLL_LIBC_GLOBAL(name) ::name

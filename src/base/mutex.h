@@ -10,11 +10,17 @@
 // Memory order: Lock's successful CAS/exchange is an acquire that pairs with
 // the release in Unlock, so everything written under the lock is visible to
 // the next holder.
+// Signals: a thread holding a Mutex counts it (base/signal_defer.h), from
+// before the lock is taken to after it is released, so that a handler
+// installed with uepoll_sigaction is put off until the thread holds none.
 #ifndef UEPOLL_SRC_BASE_MUTEX_H_
 #define UEPOLL_SRC_BASE_MUTEX_H_
 
+#include <sched.h>
+
 #include <atomic>
 
+#include "base/signal_defer.h"
 #include "base/thread_annotations.h"
 
 namespace uepoll::impl {
@@ -26,6 +32,7 @@ class CAPABILITY("mutex") Mutex {
   Mutex& operator=(const Mutex&) = delete;
 
   void Lock() ACQUIRE() {
+    EnterSignalCritical();
     int expected = 0;
     if (!state_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
                                         std::memory_order_relaxed)) {
@@ -34,15 +41,21 @@ class CAPABILITY("mutex") Mutex {
     DebugSetOwner();
   }
   bool TryLock() TRY_ACQUIRE(true) {
+    EnterSignalCritical();
     int expected = 0;
     bool ok = state_.compare_exchange_strong(
         expected, 1, std::memory_order_acquire, std::memory_order_relaxed);
-    if (ok) DebugSetOwner();
+    if (ok) {
+      DebugSetOwner();
+    } else {
+      LeaveSignalCritical();
+    }
     return ok;
   }
   void Unlock() RELEASE() {
     DebugClearOwner();
     if (state_.exchange(0, std::memory_order_release) == 2) Wake();
+    LeaveSignalCritical();
   }
   // For assertions only: true if somebody holds the lock.
   bool IsLockedForDebug() const {
@@ -96,10 +109,10 @@ class SCOPED_CAPABILITY MutexLock {
 // cannot follow, in one audited place.
 class OptionalLock {
  public:
-  explicit OptionalLock(Mutex* mu) NO_THREAD_SAFETY_ANALYSIS : mu_(mu) {
+  explicit OptionalLock(Mutex* mu) : mu_(mu) {
     if (mu_) mu_->Lock();
   }
-  ~OptionalLock() NO_THREAD_SAFETY_ANALYSIS {
+  ~OptionalLock() {
     if (mu_) mu_->Unlock();
   }
   OptionalLock(const OptionalLock&) = delete;
@@ -110,6 +123,19 @@ class OptionalLock {
 };
 
 inline void CpuRelax() { __builtin_ia32_pause(); }
+
+// One step of a wait for another thread to finish a short critical step
+// (a busy slot, a borrow, an operation on a number): spin a little, then
+// give the core away, since the other thread may have been preempted
+// inside it (2 cores, maybe dozens of threads). `spins` counts the steps
+// taken so far.
+inline void Backoff(int spins) {
+  if (spins < 64) {
+    CpuRelax();
+  } else {
+    sched_yield();
+  }
+}
 
 }  // namespace uepoll::impl
 

@@ -11,8 +11,11 @@
 
 #include <cstdint>
 
+#include "base/cancellable.h"
 #include "base/mutex.h"
+#include "base/private_fd.h"
 #include "base/sys.h"
+#include "base/unlisted_epoll.h"
 
 namespace uepoll::impl {
 
@@ -32,6 +35,8 @@ struct ParkerRegistry {
 
  private:
   static ParkerRegistry* Init();
+  // Unchecked: atfork handlers lock in one function and unlock in another
+  // (Child runs holding mu, and walks parkers, under Prepare's lock).
   static void Prepare() NO_THREAD_SAFETY_ANALYSIS { Get().mu.Lock(); }
   static void Parent() NO_THREAD_SAFETY_ANALYSIS { Get().mu.Unlock(); }
   static void Child() NO_THREAD_SAFETY_ANALYSIS;
@@ -44,21 +49,13 @@ thread_local Parker* tl_self = nullptr;
 
 constexpr int64_t kFutexChunkNs = int64_t{3600} * 1000000000;  // 1 hour
 
-// The futex sleep, as a cancellation point: asynchronous cancellation is
-// enabled only around the syscall, in a frame that owns nothing, so a
-// cancellation unwinds from here into the callers' destructors (a frame
-// with cleanups must never be the one interrupted: its unwind tables only
-// describe its call sites). Returns the syscall's result, errno preserved.
-[[gnu::noinline]] long CancellableFutexWait(std::atomic<int>* word, int val,
-                                            const timespec* rel) {
-  int old_type;
-  pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old_type);
-  long r = syscall(SYS_futex, reinterpret_cast<int*>(word),
-                   FUTEX_WAIT | FUTEX_PRIVATE_FLAG, val, rel, nullptr, 0);
-  int saved = errno;
-  pthread_setcanceltype(old_type, nullptr);
-  errno = saved;
-  return r;
+// The futex sleep, as a cancellation point (base/cancellable.h). Returns
+// the syscall's result, errno preserved.
+long CancellableFutexWait(std::atomic<int>* word, int val,
+                          const timespec* rel) {
+  return CancellableSyscall(
+      SYS_futex, reinterpret_cast<long>(reinterpret_cast<int*>(word)),
+      FUTEX_WAIT | FUTEX_PRIVATE_FLAG, val, reinterpret_cast<long>(rel), 0, 0);
 }
 
 void FutexWake(std::atomic<int>* word) {
@@ -180,9 +177,13 @@ bool Parker::EnsureFds() {
   if (pkep_.load(std::memory_order_relaxed) >= 0) return true;
   // Count 1 forever: readable at all times; the registration's events
   // decide whether pkep_ reports it.
-  int ef = sys::Eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+  int ef = MovePrivateFd(sys::Eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK));
   if (ef < 0) return false;
-  int ep = sys::EpollCreate1(EPOLL_CLOEXEC);
+  int ep;
+  {
+    UnlistedEpolls::Scope unlisted;
+    ep = MovePrivateFd(sys::EpollCreate1(EPOLL_CLOEXEC));
+  }
   epoll_event ev{};  // no events: disarmed
   if (ep < 0 || sys::EpollCtl(ep, EPOLL_CTL_ADD, ef, &ev) != 0) {
     if (ep >= 0) sys::Close(ep);
@@ -415,6 +416,13 @@ Parker::Result Parker::Park(const Deadline& deadline, const sigset_t* mask,
     // using the old numbers for us any more.
     AbandonFds();
   }
+}
+
+Parker::Result Parker::ParkExternal(const Deadline& deadline,
+                                    unsigned (*sleep)(void*, const Deadline&),
+                                    void* ctx) {
+  return ParkLoop(kParkedExternal, deadline, false,
+                  [&](const Deadline& until) { return sleep(ctx, until); });
 }
 
 Parker::Result Parker::ParkIo() {

@@ -31,6 +31,7 @@
 //   kNotified    a wake arrived; the next Park consumes it and returns
 //   kParkedFutex the owner is (about to be) asleep on the futex
 //   kParkedFd    the owner is (about to be) asleep in ppoll on pkep_
+//   kParkedExternal  asleep in a sleep of the caller's (ParkExternal)
 // Park:   Empty -> Parked* (or consume Notified), sleep, then -> Empty.
 // Unpark: any -> Notified; FUTEX_WAKE if it was ParkedFutex, arm efd_ if it
 //         was ParkedFd.
@@ -116,6 +117,17 @@ class Parker {
 
   void Unpark();
 
+  // A sleep the caller makes itself, with the protocol of Park (the
+  // before-sleep hook, the timer module's cover, never keeping, a token
+  // left by Unpark() ending it): sleep(ctx, until) sleeps at most until
+  // `until` and returns why it ended (kKernelReady, kTimedOut,
+  // kInterrupted; 0 to be called again). The epoll layer sleeps in
+  // epoll_wait on an instance's kernel half this way; Unpark() of such a
+  // sleeper only leaves a token (its waker wakes it through the kernel).
+  Result ParkExternal(const Deadline& deadline,
+                      unsigned (*sleep)(void* ctx, const Deadline& until),
+                      void* ctx);
+
   // Runs before every sleep in the kernel, on the sleeping thread. The
   // epoll layer installs PinBorrowed there (core/borrow.cc) the first time
   // a thread borrows a file, so that no closer waits for a thread that
@@ -173,6 +185,7 @@ class Parker {
   static constexpr int kNotified = 1;
   static constexpr int kParkedFutex = -1;
   static constexpr int kParkedFd = -2;
+  static constexpr int kParkedExternal = -3;
 
   // What one sleep of the loop reported; kRetry: the descriptors were
   // found not to be ours, make new ones and start again.

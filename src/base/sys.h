@@ -17,7 +17,9 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -125,6 +127,63 @@ inline int Pselect(int n, fd_set* r, fd_set* w, fd_set* e,
   return UEPOLL_SYS(pselect, n, r, w, e, timeout, mask);
 }
 
+inline int Fstat(int fd, struct stat* st) { return UEPOLL_SYS(fstat, fd, st); }
+inline int Fstatat(int dirfd, const char* path, struct stat* st, int flags) {
+  return UEPOLL_SYS(fstatat, dirfd, path, st, flags);
+}
+inline int Statx(int dirfd, const char* path, int flags, unsigned int mask,
+                 struct statx* stx) {
+  return UEPOLL_SYS(statx, dirfd, path, flags, mask, stx);
+}
+inline int Socket(int domain, int type, int protocol) {
+  return UEPOLL_SYS(socket, domain, type, protocol);
+}
+inline int Pipe2(int fds[2], int flags) {
+  return UEPOLL_SYS(pipe2, fds, flags);
+}
+inline int Getsockopt(int fd, int level, int name, void* val, socklen_t* len) {
+  return UEPOLL_SYS(getsockopt, fd, level, name, val, len);
+}
+inline int Setsockopt(int fd, int level, int name, const void* val,
+                      socklen_t len) {
+  return UEPOLL_SYS(setsockopt, fd, level, name, val, len);
+}
+inline int Getsockname(int fd, sockaddr* addr, socklen_t* len) {
+  return UEPOLL_SYS(getsockname, fd, addr, len);
+}
+inline int Getpeername(int fd, sockaddr* addr, socklen_t* len) {
+  return UEPOLL_SYS(getpeername, fd, addr, len);
+}
+inline ssize_t Sendfile(int out, int in, off_t* off, size_t n) {
+  return UEPOLL_SYS(sendfile, out, in, off, n);
+}
+inline ssize_t Splice(int in, loff_t* off_in, int out, loff_t* off_out,
+                      size_t n, unsigned int flags) {
+  return UEPOLL_SYS(splice, in, off_in, out, off_out, n, flags);
+}
+inline int CloseRange(unsigned int first, unsigned int last, int flags) {
+  return UEPOLL_SYS(close_range, first, last, flags);
+}
+inline void Closefrom(int lowfd) { UEPOLL_SYS(closefrom, lowfd); }
+inline ssize_t Pread(int fd, void* buf, size_t n, off_t off) {
+  return UEPOLL_SYS(pread, fd, buf, n, off);
+}
+inline ssize_t Pwrite(int fd, const void* buf, size_t n, off_t off) {
+  return UEPOLL_SYS(pwrite, fd, buf, n, off);
+}
+// libc's sigaction, never the interposer's (which installs through
+// uepoll_sigaction, capi/signal_api.cc).
+inline int Sigaction(int sig, const struct sigaction* act,
+                     struct sigaction* old) {
+  return UEPOLL_SYS(sigaction, sig, act, old);
+}
+
+// libc's syscall() with six arguments, never the interposer's (which sends
+// the calls uepoll owns back into uepoll).
+inline long Syscall(long nr, long a1, long a2, long a3, long a4, long a5,
+                    long a6) {
+  return UEPOLL_SYS(syscall, nr, a1, a2, a3, a4, a5, a6);
+}
 #undef UEPOLL_SYS
 
 }  // namespace uepoll::impl::sys

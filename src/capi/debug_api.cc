@@ -38,4 +38,8 @@ long uepoll_debug_alloc_count(void) {
   return uepoll::impl::g_alloc_count.load(std::memory_order_relaxed);
 }
 
+long uepoll_debug_handler_blocks(void) {
+  return uepoll::impl::HandlerArena::InUse();
+}
+
 }  // extern "C"

@@ -9,8 +9,10 @@
 
 #include "base/sys.h"
 #include "capi/errors.h"
+#include "capi/interpose_hooks.h"
 #include "capi/user_access.h"
 #include "core/fd_table.h"
+#include "core/sigio.h"
 #include "sources/eventfd.h"
 #include "sources/pipe.h"
 #include "sources/socket.h"
@@ -93,6 +95,16 @@ ssize_t uepoll_write(int fd, const void* buf, size_t count) {
   return ToErrno(f->Write(buf, count));
 }
 
+void uepoll_forget_orphan(int fd) {
+  if (fd < 0) return;
+  FdTable& t = FdTable::Get();
+  if (!t.IsOpen(fd)) return;  // the common case: one load
+  int saved = errno;
+  t.ForgetOrphan(fd);
+  uepoll::impl::UnixGc::MaybeCollect();  // as after a close
+  errno = saved;
+}
+
 int uepoll_close(int fd) {
   int r = FdTable::Get().Close(fd);
   if (r == -EBADF) return sys::Close(fd);
@@ -122,6 +134,44 @@ int uepoll_dup3(int oldfd, int newfd, int flags) {
   int r = FdTable::Get().Dup3(oldfd, newfd, flags, /*is_dup2=*/false);
   uepoll::impl::UnixGc::MaybeCollect();
   return ToErrno(r);
+}
+
+namespace {
+
+// Closes (or marks close-on-exec) every uepoll object numbered in
+// [first, last]: close_range's uepoll half, before the kernel's.
+void CloseUepollRange(unsigned long first, unsigned long last, bool cloexec) {
+  FdTable& t = FdTable::Get();
+  for (long fd = t.NextOpen(first);
+       fd >= 0 && static_cast<unsigned long>(fd) <= last;
+       fd = t.NextOpen(static_cast<unsigned long>(fd) + 1)) {
+    if (cloexec) {
+      t.SetFdFlags(static_cast<int>(fd), FD_CLOEXEC);
+    } else {
+      t.Close(static_cast<int>(fd));
+    }
+  }
+  // As after close: a closed number may have held the last reference to
+  // a cycle of sockets in flight.
+  if (!cloexec) uepoll::impl::UnixGc::MaybeCollect();
+}
+
+}  // namespace
+
+int uepoll_close_range(unsigned int first, unsigned int last, int flags) {
+  // The kernel's argument checks, before anything is closed.
+  if (flags & ~(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)) {
+    return ToErrno(-EINVAL);
+  }
+  if (first > last) return ToErrno(-EINVAL);
+  CloseUepollRange(first, last, flags & CLOSE_RANGE_CLOEXEC);
+  return sys::CloseRange(first, last, flags);
+}
+
+void uepoll_closefrom(int lowfd) {
+  CloseUepollRange(lowfd < 0 ? 0u : static_cast<unsigned>(lowfd), UINT_MAX,
+                   false);
+  sys::Closefrom(lowfd);
 }
 
 int uepoll_fcntl(int fd, int cmd, ...) {
@@ -159,15 +209,38 @@ int uepoll_fcntl(int fd, int cmd, ...) {
       return ToErrno(t.SetFdFlags(fd, static_cast<long>(arg)));
     case F_GETFL:
       return static_cast<int>(f->flags());
-    case F_SETFL:
-      return ToErrno(f->SetStatusFlags(static_cast<uint32_t>(arg)));
+    case F_SETFL: {
+      auto want = static_cast<uint32_t>(arg);
+      if (int err = f->SetStatusFlags(want)) return ToErrno(err);
+      // setfl: O_ASYNC changes through the kind's fasync, which records
+      // the descriptor for si_fd; a kind without one ignores it.
+      if ((want ^ f->flags()) & O_ASYNC) {
+        int err = f->Fasync(fd, want & O_ASYNC);
+        if (err && err != -ENOTTY) return ToErrno(err);
+      }
+      return 0;
+    }
+    case F_GETOWN:
+    case F_SETOWN:
+    case F_GETOWN_EX:
+    case F_SETOWN_EX:
+    case 17:  // F_GETOWNER_UIDS (not in glibc's headers)
+    case F_GETSIG:
+    case F_SETSIG:
+      // Signal-driven I/O (core/sigio.h). F_GETOWN's result may be
+      // negative (a process group) and is not an error, as in the kernel.
+      if (cmd == F_GETOWN) {
+        return static_cast<int>(uepoll::impl::FcntlOwner(f.get(), cmd, arg));
+      }
+      return static_cast<int>(
+          ToErrno(uepoll::impl::FcntlOwner(f.get(), cmd, arg)));
     case F_GETPIPE_SZ:
     case F_SETPIPE_SZ:
       return static_cast<int>(
           ToErrno(uepoll::impl::PipeFcntl(f.get(), cmd, arg)));
     default:
-      // F_GETOWN, F_SETOWN, F_SETSIG, leases, locks...: nothing of it has
-      // a meaning for uepoll objects yet (docs/semantics.md D3).
+      // Leases, locks, notifications, seals, hints...: nothing of it has a
+      // meaning for uepoll objects yet (docs/semantics.md D3).
       return ToErrno(-EINVAL);
   }
 }

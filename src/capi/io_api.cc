@@ -20,6 +20,7 @@
 #include "capi/user_access.h"
 #include "core/fd_table.h"
 #include "core/io_iter.h"
+#include "kernel/export.h"
 #include "sources/scm_rights.h"
 #include "sources/unix_common.h"
 #include "sources/unix_gc.h"
@@ -273,9 +274,10 @@ ssize_t uepoll_sendmsg(int sockfd, const struct msghdr* msg, int flags) {
   if (flags & uepoll::impl::kMsgCmsgCompat) return ToErrno<ssize_t>(-EINVAL);
   FileBorrow f = FdTable::Get().Borrow(sockfd);
   if (!f) {
-    // A uepoll descriptor cannot travel over a kernel socket: the kernel
-    // would pass its placeholder (docs/semantics.md D27).
-    if (int err = uepoll::impl::RejectUepollRights(msg)) {
+    // A uepoll descriptor travels over a kernel socket as the kernel's
+    // equivalent object: it is converted first (kernel/export.h; what
+    // cannot be is EOPNOTSUPP, docs/semantics.md D27).
+    if (int err = uepoll::impl::ExportRights(msg)) {
       return ToErrno<ssize_t>(err);
     }
     return sys::Sendmsg(sockfd, msg, flags);

@@ -80,12 +80,13 @@ int Ioctl(int fd, File* f, unsigned long cmd, unsigned long arg) {
       f->set_flags(on ? flags | O_NONBLOCK : flags & ~uint32_t{O_NONBLOCK});
       return 0;
     }
-    case FIOASYNC: {
-      // Signal-driven I/O is not modelled (docs/semantics.md D28): turning
-      // it on is refused as for a file without fasync; off is a no-op.
+    case FIOASYNC: {  // ioctl_fioasync (core/sigio.h)
       int on;
       if (int err = GetInt(arg, &on)) return err;
-      return on ? -ENOTTY : 0;
+      // Only a change calls the kind's fasync; a kind without one refuses
+      // it (ENOTTY).
+      if (!on == !(f->flags() & O_ASYNC)) return 0;
+      return f->Fasync(fd, on != 0);
     }
     case FIOQSIZE:  // regular files, directories and links only
       return -ENOTTY;

@@ -9,9 +9,9 @@
 // Kernel descriptors in the array are polled by the kernel: in a pass, one
 // ppoll with a zero timeout for all of them; in the sleep, the parker's
 // ppoll watches them beside its own descriptor, together with the kernel
-// halves of uepoll instances in the array and, if one of those has
-// instances with kernel halves below it, the bridge (kernel/bridge.h). An
-// array with no uepoll descriptor at all is simply the kernel's poll.
+// halves of uepoll instances in the array (which hold the kernel halves of
+// the instances below them, kernel/kernel_half.h). An array with no uepoll
+// descriptor at all is simply the kernel's poll.
 #include <errno.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -29,7 +29,7 @@
 #include "core/fd_table.h"
 #include "core/io_iter.h"
 #include "epoll/eventpoll.h"
-#include "kernel/bridge.h"
+#include "kernel/export.h"
 #include "timer/timer_queue.h"
 
 namespace uepoll::impl {
@@ -124,7 +124,10 @@ rlim_t NofileSoftLimit() {
   struct {
     unsigned long cur, max;
   } rl;
-  if (syscall(SYS_getrlimit, RLIMIT_NOFILE, &rl) == 0) return rl.cur;
+  if (sys::Syscall(SYS_getrlimit, RLIMIT_NOFILE, reinterpret_cast<long>(&rl), 0,
+                   0, 0, 0) == 0) {
+    return rl.cur;
+  }
 #else
   rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0) return rl.rlim_cur;
@@ -132,14 +135,25 @@ rlim_t NofileSoftLimit() {
   return RLIM_INFINITY;
 }
 
+// A zero timeout that found nothing: the kernel still installed the mask
+// first, and a pending signal it unblocks fails the call with EINTR, its
+// handler run inside the call under that mask (do_poll's and do_select's
+// signal_pending test; epoll_pwait has no such test, and returns 0). The
+// kernel decides it: a ppoll of no descriptors with a zero timeout does
+// exactly that.
+int PendingUnderMask(const sigset_t* mask) {
+  timespec zero{0, 0};
+  return sys::Ppoll(nullptr, 0, &zero, mask) < 0 ? -errno : 0;
+}
+
 }  // namespace
 
 // do_sys_poll's check of nfds: EINVAL above RLIMIT_NOFILE's soft limit
-// (issue 15, bug 9), before anything else. The limit is read on every call
-// with nfds > 0: it may be as low as 0, so no nfds >= 1 is safe without
-// reading it, and setrlimit (or another process's prlimit) may change it
-// at any time, so it cannot be cached. RLIM_INFINITY is never below an
-// unsigned int. uepoll's own descriptor limit plays no part, as in the
+// (PollNfds.NfdsAboveRlimitNofileIsEinval), before anything else. The limit is
+// read on every call with nfds > 0: it may be as low as 0, so no nfds >= 1 is
+// safe without reading it, and setrlimit (or another process's prlimit) may
+// change it at any time, so it cannot be cached. RLIM_INFINITY is never below
+// an unsigned int. uepoll's own descriptor limit plays no part, as in the
 // kernel.
 int CheckNfds(nfds_t n) {
   if (n == 0) return 0;
@@ -150,8 +164,16 @@ int PollFds(pollfd* fds, nfds_t n, const Deadline& deadline,
             const timespec* timeout, const sigset_t* mask) {
   if (n && !fds) return -EFAULT;
   bool any_uepoll = false;
+  FdTable& t = FdTable::Get();
   for (nfds_t i = 0; i < n && !any_uepoll; ++i) {
-    any_uepoll = FdTable::Get().IsOpen(fds[i].fd);
+    // A number being closed or replaced right now is looked at once that
+    // is done (FdTable::WaitUnchanged): the kernel's poll of what it still
+    // names there (an instance's kernel half) would miss the instance's
+    // events.
+    any_uepoll = t.IsOpen(fds[i].fd);
+    while (!any_uepoll && t.WaitUnchanged(fds[i].fd)) {
+      any_uepoll = t.IsOpen(fds[i].fd);
+    }
   }
   if (!any_uepoll) {
     int r = sys::Ppoll(fds, n, timeout, mask);
@@ -160,12 +182,13 @@ int PollFds(pollfd* fds, nfds_t n, const Deadline& deadline,
   // An expiry no thread ran yet must be seen (docs/design.md, "Timers").
   RunDueTimers();
   int count = PollOnce(fds, n);
-  if (count || deadline.is_zero()) return count;
+  if (count) return count;
+  if (deadline.is_zero()) return mask ? PendingUnderMask(mask) : 0;
 
   // The objects whose queues we sleep on, held for the whole wait, and the
   // kernel descriptors to sleep on: [0] the parker's, then the array's
   // kernel descriptors, then what the uepoll objects ask for (at most two
-  // each: an instance's kernel half, and the bridge once).
+  // each: an instance's kernel half).
   Array<FileRef> files(n);
   Array<pollfd> sleep_set(1 + 3 * n + 1);
   // The array index of the uepoll object each sleep_set entry came from,
@@ -174,8 +197,6 @@ int PollFds(pollfd* fds, nfds_t n, const Deadline& deadline,
   if (!files.ok() || !sleep_set.ok() || !sleep_owner.ok()) return -ENOMEM;
   sleep_owner[0] = -1;
   nfds_t ns = 1;
-  bool bridge = false;
-  int bridge_fd = Bridge::Fd();
   for (nfds_t i = 0; i < n; ++i) {
     if (fds[i].fd < 0) continue;
     files[i] = FdTable::Get().Lookup(fds[i].fd);
@@ -187,10 +208,6 @@ int PollFds(pollfd* fds, nfds_t n, const Deadline& deadline,
       k = files[i]->KernelSleepFds(extra);
     }
     for (int j = 0; j < k; ++j) {
-      if (files[i] && extra[j] == bridge_fd) {
-        if (bridge) continue;
-        bridge = true;
-      }
       short events = files[i] ? short{POLLIN} : fds[i].events;
       sleep_owner[ns] = files[i] ? static_cast<long>(i) : -1;
       sleep_set[ns++] = pollfd{extra[j], events, 0};
@@ -231,11 +248,9 @@ int PollFds(pollfd* fds, nfds_t n, const Deadline& deadline,
     if (count) return count;
     if (r & Parker::kKernelReady) {
       for (nfds_t i = 1; i < ns; ++i) {
-        if (bridge && sleep_set[i].fd == bridge_fd && sleep_set[i].revents) {
-          Bridge::Reap();
-        } else if ((sleep_set[i].revents & POLLNVAL) && sleep_owner[i] >= 0) {
+        if ((sleep_set[i].revents & POLLNVAL) && sleep_owner[i] >= 0) {
           // An instance's kernel half, closed with libc close(): sleeping
-          // on it again would end at once (epoll/kernel_half.cc).
+          // on it again would end at once (kernel/kernel_half.h, "Numbers").
           File* f = files[static_cast<nfds_t>(sleep_owner[i])].get();
           if (f->is_epoll()) {
             static_cast<Eventpoll*>(f)->KernelNumberLost(sleep_set[i].fd);
@@ -246,6 +261,16 @@ int PollFds(pollfd* fds, nfds_t n, const Deadline& deadline,
     count = PollOnce(fds, n);
     if (count) return count;
     if (r & Parker::kInterrupted) return -EINTR;
+    // An object of the array became the kernel's while we slept (kernel/
+    // export.h): its number names the kernel object now, which this sleep
+    // set does not watch. Start again from the numbers.
+    for (nfds_t i = 0; i < n; ++i) {
+      if (files[i] && IsExported(files[i].get())) {
+        timespec left;
+        return PollFds(fds, n, deadline, deadline.RemainingTimespec(&left),
+                       mask);
+      }
+    }
     if ((r & Parker::kTimedOut) || deadline.Expired()) return 0;
   }
 }

@@ -15,7 +15,8 @@
 //   3. the result sets hold the bits of the ready descriptors, and the
 //      count is the number of bits set, as do_select counts.
 // select writes the time left back into *timeout (glibc passes the
-// kernel's write-back through); pselect does not (glibc hands the kernel a
+// kernel's write-back through), computed from an end time kept as the
+// kernel keeps it (EndTime); pselect does not (glibc hands the kernel a
 // copy). The sets are written on success and on a timeout, never on an
 // error, as core_sys_select does.
 //
@@ -29,6 +30,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 
 #include <uepoll/uepoll.h>
 
@@ -89,10 +91,15 @@ bool HasUepoll(int n, const fd_set* r, const fd_set* w, const fd_set* e) {
     if (set && UserFault(set)) return false;
   }
   for (int fd = 0; fd < n; ++fd) {
-    if ((Bit(sets[0], fd) || Bit(sets[1], fd) || Bit(sets[2], fd)) &&
-        FdTable::Get().IsOpen(fd)) {
-      return true;
+    if (!Bit(sets[0], fd) && !Bit(sets[1], fd) && !Bit(sets[2], fd)) {
+      continue;
     }
+    // As poll's: a number being closed right now is looked at after it
+    // (FdTable::WaitUnchanged).
+    FdTable& t = FdTable::Get();
+    bool mine = t.IsOpen(fd);
+    while (!mine && t.WaitUnchanged(fd)) mine = t.IsOpen(fd);
+    if (mine) return true;
   }
   return false;
 }
@@ -193,6 +200,62 @@ int Select(int n, fd_set* rset, fd_set* wset, fd_set* eset,
   }
 }
 
+// poll_select_set_timeout's end time: CLOCK_MONOTONIC now plus the
+// timeout, as a timespec saturated at {INT64_MAX, 0} (timespec64_add_safe);
+// {0, 0} for a zero timeout. Kept apart from the Deadline, which holds at
+// most INT64_MAX ns, so that the time left written back is the kernel's
+// for any timeout glibc passes ({INT64_MAX s, ...} included).
+struct EndTime {
+  int64_t sec = 0;
+  int64_t nsec = 0;
+  bool zero() const { return sec == 0 && nsec == 0; }
+};
+
+constexpr int64_t kNsPerSec = 1000000000;
+
+// sec >= 0, 0 <= nsec < 1e9.
+EndTime EndAfter(int64_t sec, int64_t nsec) {
+  if (sec == 0 && nsec == 0) return {};
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  int64_t ns = now.tv_nsec + nsec;
+  int64_t carry = ns >= kNsPerSec ? 1 : 0;
+  int64_t s;
+  if (__builtin_add_overflow(static_cast<int64_t>(now.tv_sec), sec, &s) ||
+      __builtin_add_overflow(s, carry, &s)) {
+    return {INT64_MAX, 0};
+  }
+  return {s, ns - carry * kNsPerSec};
+}
+
+// The sleep's deadline: the end time, or none when it lies beyond what a
+// Deadline can hold (292 years of uptime: never reached).
+Deadline DeadlineAt(const EndTime& end) {
+  if (end.zero()) return Deadline::Zero();
+  int64_t ns;
+  if (__builtin_mul_overflow(end.sec, kNsPerSec, &ns) ||
+      __builtin_add_overflow(ns, end.nsec, &ns)) {
+    return Deadline::Infinite();
+  }
+  return Deadline::At(ns);
+}
+
+// What select writes back: end - now, clamped at zero, in microseconds
+// (truncated, as the kernel's timespec-to-timeval does).
+timeval TimeLeft(const EndTime& end) {
+  if (end.zero()) return timeval{0, 0};
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  int64_t sec = end.sec - now.tv_sec;
+  int64_t nsec = end.nsec - now.tv_nsec;
+  if (nsec < 0) {
+    nsec += kNsPerSec;
+    --sec;
+  }
+  if (sec < 0) return timeval{0, 0};
+  return timeval{sec, static_cast<suseconds_t>(nsec / 1000)};
+}
+
 }  // namespace
 }  // namespace uepoll::impl
 
@@ -209,26 +272,31 @@ int uepoll_select(int nfds, fd_set* readfds, fd_set* writefds,
   }
   // The timeout as glibc's select hands it to the kernel: tv_usec taken
   // as an int, a negative field refused, the microseconds folded into
-  // seconds (saturating).
+  // seconds (an overflow saturates to {INT64_MAX, 999999999}).
   Deadline deadline = Deadline::Infinite();
+  uepoll::impl::EndTime end;
   if (timeout) {
     if (uepoll::impl::UserFault(timeout)) return ToErrno(-EFAULT);
     int64_t sec = timeout->tv_sec;
     auto usec = static_cast<int32_t>(timeout->tv_usec);
     if (sec < 0 || usec < 0) return ToErrno(-EINVAL);
-    int64_t nsec = (usec % 1000000) * int64_t{1000};
-    sec = uepoll::impl::SaturatingAdd(sec, usec / 1000000);
-    deadline = Deadline::FromTimespec(timespec{sec, nsec});
+    int64_t nsec;
+    if (usec / 1000000 > INT64_MAX - sec) {
+      sec = INT64_MAX;
+      nsec = 999999999;
+    } else {
+      sec += usec / 1000000;
+      nsec = (usec % 1000000) * int64_t{1000};
+    }
+    end = uepoll::impl::EndAfter(sec, nsec);
+    deadline = uepoll::impl::DeadlineAt(end);
   }
   int r = uepoll::impl::Select(nfds, readfds, writefds, exceptfds, deadline,
                                nullptr);
-  // poll_select_finish: the time left, on every return, except after a
-  // zero timeout.
-  if (timeout && !deadline.is_zero()) {
-    int64_t left = deadline.is_infinite() ? 0 : deadline.RemainingNs();
-    timeout->tv_sec = left / 1000000000;
-    timeout->tv_usec = (left % 1000000000) / 1000;
-  }
+  // poll_select_finish: the time left, on every return (glibc converts the
+  // kernel's write-back); after a zero timeout the kernel writes nothing
+  // and glibc copies back its normalized {0, 0}.
+  if (timeout) *timeout = uepoll::impl::TimeLeft(end);
   return ToErrno(r);
 }
 

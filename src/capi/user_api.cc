@@ -2,9 +2,11 @@
 // (sources/user_object.h). The opaque struct uepoll_obj is the engine's
 // UserObject itself: notify is a call and an atomic load, no lookup.
 #include <errno.h>
+#include <fcntl.h>
 
 #include <uepoll/uepoll.h>
 
+#include "base/sys.h"
 #include "capi/errors.h"
 #include "sources/user_object.h"
 
@@ -43,7 +45,13 @@ int uepoll_vpoll_create(uint32_t events, int flags) {
 }
 
 int uepoll_vpoll_ctl(int fd, int op, uint32_t events) {
-  return ToErrno(uepoll::impl::VpollCtl(fd, op, events));
+  int r = uepoll::impl::VpollCtl(fd, op, events);
+  // A kernel descriptor is open but no mask-mode object: EINVAL, as for a
+  // uepoll descriptor of another kind; EBADF only for a closed number.
+  if (r == -EBADF && uepoll::impl::sys::Fcntl(fd, F_GETFD, 0) >= 0) {
+    r = -EINVAL;
+  }
+  return ToErrno(r);
 }
 
 }  // extern "C"

@@ -7,6 +7,7 @@
 
 #include "base/mutex.h"
 #include "base/parker.h"
+#include "base/signal_defer.h"
 
 namespace uepoll::impl {
 namespace {
@@ -95,6 +96,11 @@ int BorrowRecord::FreeSlot() const {
 BorrowRecord* MyBorrowRecord() {
   if (tl_record) return tl_record;
   if (tl_exited) return nullptr;
+  // A thread's first borrow inside a signal handler: the registration of
+  // tl_releaser's destructor and a new record would call malloc, which the
+  // handler may have interrupted (base/handler_arena.h). Counted
+  // references instead, until a borrow outside a handler.
+  if (InSignalHandler()) return nullptr;
   tl_releaser.armed = true;  // constructs it, so its destructor will run
   Parker::SetBeforeSleep(PinBorrowed);  // before this thread's first borrow
   tl_record = AcquireRecord();
@@ -140,11 +146,7 @@ void WaitUntilUnborrowedIn(File* f, BorrowRecord* r) {
     // (hazard store, slot load) against the closer's slot clear, this load.
     for (int spins = 0; r->hazard[i].load(std::memory_order_seq_cst) == f;
          ++spins) {
-      if (spins < 64) {
-        CpuRelax();
-      } else {
-        sched_yield();  // the borrower was preempted inside its call
-      }
+      Backoff(spins);  // the borrower may be preempted inside its call
     }
   }
 }

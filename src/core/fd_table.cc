@@ -12,6 +12,7 @@
 
 #include "base/mutex.h"
 #include "base/sys.h"
+#include "base/unlisted_epoll.h"
 #include "kernel/placeholder.h"
 
 namespace uepoll::impl {
@@ -20,29 +21,27 @@ namespace {
 constexpr int kModeDisjointBit = 1;
 constexpr int kModeLatchedBit = 2;
 
-// A slot's busy owner or a lookup in its window was preempted: spin a
-// little, then give the core away (2 cores, maybe dozens of threads).
-void Backoff(int spins) {
-  if (spins < 64) {
-    CpuRelax();
-  } else {
-    sched_yield();
-  }
-}
-
 }  // namespace
 
 FdTable& FdTable::Get() {
   // Never destroyed: descriptors may be used from other threads' exit paths.
-  static FdTable* table = new FdTable();
+  // Built in static storage, not on the heap, and its constructor
+  // allocates nothing: an allocator's own initialization reaches here
+  // through the interposer (jemalloc's syscall(SYS_open) and read under
+  // redis-server, realprog.redis) and must not re-enter malloc. Until an
+  // object is installed, lookups find no chunk and allocate nothing.
+  alignas(FdTable) static unsigned char storage[sizeof(FdTable)];
+  static FdTable* table = new (storage) FdTable();
   return *table;
 }
 
 // fork(): counted lookups and close/dup2 steps that other parent threads
 // were in at the fork never finish in the child, where those threads do not
 // exist; a closer would wait for them forever. Drop them. (Borrows are
-// dropped by core/borrow.cc's own handler.)
+// dropped by core/borrow.cc's own handler.) So are the unlisted epolls
+// they were making.
 void FdTable::ForkChild() {
+  UnlistedEpolls::ForkChild();
   FdTable& t = Get();
   for (long c = 0; c < kMaxChunks; ++c) {
     Chunk* chunk = t.chunks_[c].load(std::memory_order_relaxed);
@@ -286,15 +285,10 @@ void FdTable::Publish(long idx, File* f, bool cloexec) {
 int FdTable::Install(File* f, bool cloexec, int minfd) {
   LatchMode();
   if (mode() == FdMode::kKernel) {
-    int fd = MakePlaceholder(minfd);
-    if (fd < 0) return fd;
-    if (fd >= kCapacity || !GetChunk(fd, true)) {
-      sys::Close(fd);
-      return fd >= kCapacity ? -EMFILE : -ENOMEM;
-    }
-    Publish(fd, f, cloexec);
-    Live::Inc(Live::descriptors);
-    return fd;
+    // A placeholder, or an instance's kernel half (an unlisted epoll until
+    // it is published).
+    UnlistedEpolls::Scope unlisted(f->KernelFileMaySleep());
+    return PublishKernelFile(f, cloexec, f->OpenKernelFile(minfd));
   }
   long min_idx = minfd < kBase ? 0 : long{minfd} - kBase;
   if (min_idx >= limit()) return -EINVAL;
@@ -304,6 +298,31 @@ int FdTable::Install(File* f, bool cloexec, int minfd) {
   Publish(idx, f, cloexec);
   Live::Inc(Live::descriptors);
   return FdOf(idx);
+}
+
+int FdTable::PublishKernelFile(File* f, bool cloexec, int fd) {
+  if (fd < 0) return fd;
+  if (fd >= kCapacity || !GetChunk(fd, true)) {
+    sys::Close(fd);
+    return fd >= kCapacity ? -EMFILE : -ENOMEM;
+  }
+  Publish(fd, f, cloexec);
+  Live::Inc(Live::descriptors);
+  return fd;
+}
+
+int FdTable::InstallFlight(File* f, bool cloexec, int kfd) {
+  if (kfd < 0 || mode() != FdMode::kKernel) return Install(f, cloexec);
+  // The lowest free number, as receive_fd gives it, naming the copy of the
+  // object's kernel file that travelled with it.
+  UnlistedEpolls::Scope unlisted(f->KernelFileMaySleep());
+  int saved = errno;
+  int fd = sys::Fcntl(kfd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) fd = -errno;
+  errno = saved;
+  int r = PublishKernelFile(f, cloexec, fd);
+  if (r >= 0) f->NumberAdded(r, -1);
+  return r;
 }
 
 int FdTable::Reserve2(long idx[2]) {
@@ -354,6 +373,15 @@ void FdTable::Unreserve2(const long idx[2]) {
   Unreserve(idx[0]);
 }
 
+bool FdTable::WaitUnchanged(int fd) {
+  std::atomic<uint64_t>* s = SlotOfFd(fd);
+  if (!s || !(s->load(std::memory_order_acquire) & kBusyBit)) return false;
+  for (int spins = 0; s->load(std::memory_order_acquire) & kBusyBit; ++spins) {
+    Backoff(spins);
+  }
+  return true;
+}
+
 int FdTable::Close(int fd) {
   long idx = Index(fd);
   if (idx < 0) return -EBADF;
@@ -365,6 +393,23 @@ int FdTable::Close(int fd) {
     s->fetch_and(~kBusyBit, std::memory_order_release);
     return -EBADF;
   }
+  // An instance's number holds its kernel half, a kernel epoll: a call that
+  // finds the slot empty below passes the number to the kernel, which would
+  // let it sleep on that epoll through every event of the instance. So the
+  // number gets a placeholder first, while lookups still find the instance
+  // (and the instance has let go of the number). If no placeholder can be
+  // made, the waits guard themselves (FdTable::WaitUnchanged).
+  bool early = mode() == FdMode::kKernel && f->KernelFileMaySleep();
+  if (early) {
+    f->NumberRemoved(fd);
+    int ph = MakePlaceholder(0);
+    if (ph >= 0) {
+      int saved = errno;
+      sys::Dup3(ph, fd, O_CLOEXEC);
+      sys::Close(ph);
+      errno = saved;
+    }
+  }
   // seq_cst: see Borrow. New lookups find nothing from here on; the busy
   // bit stays until the kernel's side is closed too. The word this returns,
   // not w, says whether the slot became shared: a borrower may have set the
@@ -372,10 +417,9 @@ int FdTable::Close(int fd) {
   w = s->fetch_and(kCountMask | kBusyBit, std::memory_order_seq_cst);
   WaitForUsers(idx, s, w);
   if (mode() == FdMode::kKernel) {
-    f->NumberRemoved(fd);
-    // The placeholder (or the instance's kernel epoll). Only now may the
-    // kernel hand the number out again; a new owner's Publish waits for the
-    // busy bit below.
+    if (!early) f->NumberRemoved(fd);
+    // The placeholder. Only now may the kernel hand the number out again;
+    // a new owner's Publish waits for the busy bit below.
     sys::Close(fd);
   } else {
     Unreserve(idx);
@@ -392,7 +436,8 @@ int FdTable::Dup(int oldfd, int minfd, bool cloexec) {
   LatchMode();
   if (mode() == FdMode::kKernel) {
     // A copy of oldfd's kernel file: an instance's kernel epoll follows
-    // its dups (epoll/kernel_half.h).
+    // its dups (kernel/kernel_half.h).
+    UnlistedEpolls::Scope unlisted(f->KernelFileMaySleep());
     int fd = CopyPlaceholder(oldfd, minfd);
     if (fd < 0) return fd;
     if (fd >= kCapacity || !GetChunk(fd, true)) {
@@ -442,8 +487,21 @@ int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
     if (!s) return kernel_dup();
     uint64_t w = AcquireBusy(s);
     File* old = FileOf(w);
-    if (old && mode() == FdMode::kKernel) old->NumberRemoved(newfd);
+    if (old && mode() == FdMode::kKernel) {
+      // A failing call changes nothing: what the kernel will refuse (a
+      // closed oldfd) is refused before the object hears of it, and any
+      // other refusal is undone (NumberRestored).
+      int saved = errno;
+      bool open = sys::Fcntl(oldfd, F_GETFD, 0) >= 0;
+      errno = saved;
+      if (!open) {
+        s->fetch_and(~kBusyBit, std::memory_order_release);
+        return -EBADF;
+      }
+      old->NumberRemoved(newfd);
+    }
     int r = kernel_dup();
+    if (r < 0 && old && mode() == FdMode::kKernel) old->NumberRestored(newfd);
     if (r < 0 || !old) {
       s->fetch_and(~kBusyBit, std::memory_order_release);
       return r;
@@ -473,9 +531,11 @@ int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
   // number and installs a file in one step, so wait for that step.
   uint64_t w = AcquireBusy(s);
   if (mode() == FdMode::kKernel) {
-    if (File* old = FileOf(w)) old->NumberRemoved(newfd);
+    File* old = FileOf(w);
+    if (old) old->NumberRemoved(newfd);
     int r = CopyPlaceholderTo(oldfd, newfd);
     if (r < 0) {
+      if (old) old->NumberRestored(newfd);
       s->fetch_and(~kBusyBit, std::memory_order_release);
       return r;
     }
@@ -545,6 +605,33 @@ int FdTable::SetFdFlags(int fd, long arg) {
   return 0;
 }
 
+int FdTable::HandOver(int fd, File* f, int kfd) {
+  if (mode() != FdMode::kKernel) return -EOPNOTSUPP;
+  long idx = Index(fd);
+  std::atomic<uint64_t>* s = idx < 0 ? nullptr : Slot(idx, false);
+  if (!s) return -EBADF;
+  uint64_t w = AcquireBusy(s);
+  if (FileOf(w) != f) {
+    s->fetch_and(~kBusyBit, std::memory_order_release);
+    return -EBADF;
+  }
+  // The kernel's side first (as Dup3 does): lookups see f until the clear
+  // below, the kernel's file after it.
+  if (sys::Dup3(kfd, fd, (w & kCloexecBit) ? O_CLOEXEC : 0) < 0) {
+    int err = -errno;
+    s->fetch_and(~kBusyBit, std::memory_order_release);
+    return err;
+  }
+  f->NumberRemoved(fd);
+  // seq_cst: see Borrow. The word returned says whether it became shared.
+  w = s->fetch_and(kCountMask | kBusyBit, std::memory_order_seq_cst);
+  WaitForUsers(idx, s, w);
+  s->fetch_and(~kBusyBit, std::memory_order_release);
+  Live::Dec(Live::descriptors);
+  f->Unref();  // the slot's reference; the caller's keeps f alive
+  return 0;
+}
+
 void FdTable::ForgetOrphan(int fd) {
   if (mode() != FdMode::kKernel) return;
   std::atomic<uint64_t>* s = SlotOfFd(fd);
@@ -562,104 +649,28 @@ void FdTable::ForgetOrphan(int fd) {
   }
 }
 
-// Lowest free index >= min_idx. The hint is a lower bound of the free
-// indices that a free (Unreserve) only lowers and an allocation raises only
-// from the value it started from (a CAS): a free that happened meanwhile
-// keeps it low. An allocation that relied on the hint checks it again after
-// taking its bit: if a number below its starting point was freed since, it
-// gives its bit back and starts over, so the number it returns was the
-// lowest free one at some instant of the call (issue 15, bug 7).
-//
-// A free at or above the starting point does not lower the hint, and the
-// scan may already have passed it: after raising the hint over [h, cand),
-// the allocation looks at those bits again and lowers the hint to any that
-// came free. The free clears its bit, then reads the hint; the allocation
-// raises the hint, then reads the bits (all seq_cst): whichever comes
-// second sees the other's write, so no freed number is left below the hint.
-long FdTable::Reserve(long min_idx) {
-  long lim = limit();
-  for (;;) {
-    long h = hint_.load(std::memory_order_acquire);
-    long start = min_idx > h ? min_idx : h;
-    long cand = -1;
-    for (long idx = start; idx < lim && cand < 0;) {
-      Chunk* c = GetChunk(idx, true);
-      if (!c) return -2;  // ENOMEM
-      long word = (idx & (kChunkSize - 1)) >> 6;
-      for (; word < kChunkSize / 64 && cand < 0; ++word) {
-        uint64_t bits = c->bitmap[word].load(std::memory_order_relaxed);
-        long base = (idx & ~long{kChunkSize - 1}) + word * 64;
-        // Ignore bits below idx in the first word.
-        uint64_t mask =
-            idx > base ? ~((uint64_t{1} << (idx - base)) - 1) : ~uint64_t{0};
-        while (~bits & mask) {
-          int bit = __builtin_ctzll(~bits & mask);
-          if (base + bit >= lim) return -1;
-          if (c->bitmap[word].compare_exchange_weak(
-                  bits, bits | (uint64_t{1} << bit), std::memory_order_acq_rel,
-                  std::memory_order_relaxed)) {
-            cand = base + bit;
-            break;
-          }
-        }
-        idx = base + 64;
-      }
-    }
-    if (cand < 0) return -1;
-    if (min_idx > h) return cand;  // the hint played no part
-    if (hint_.load(std::memory_order_acquire) < h) {
-      Unreserve(cand);  // a lower number came free meanwhile
+long FdTable::NextOpen(unsigned long fd) {
+  long idx;
+  bool disjoint = mode() == FdMode::kDisjoint;
+  if (!disjoint) {
+    idx = fd < static_cast<unsigned long>(kCapacity) ? static_cast<long>(fd)
+                                                     : kCapacity;
+  } else {
+    idx = fd <= static_cast<unsigned long>(kBase)
+              ? 0
+              : static_cast<long>(fd) - kBase;
+  }
+  while (idx < kCapacity) {
+    Chunk* c = GetChunk(idx, false);
+    if (!c) {
+      idx = (idx | (kChunkSize - 1)) + 1;
       continue;
     }
-    long expect = h;
-    // seq_cst: pairs with Unreserve's bit clear and hint load (above).
-    if (hint_.compare_exchange_strong(expect, cand + 1,
-                                      std::memory_order_seq_cst,
-                                      std::memory_order_relaxed) &&
-        cand > h) {
-      long hole = FirstFree(h, cand);
-      if (hole >= 0) LowerHint(hole);
+    for (long i = idx & (kChunkSize - 1); i < kChunkSize; ++i, ++idx) {
+      if (FileOf(c->slots[i].load(std::memory_order_acquire))) return FdOf(idx);
     }
-    return cand;
-  }
-}
-
-long FdTable::FirstFree(long lo, long hi) {
-  for (long idx = lo; idx < hi;) {
-    Chunk* c = GetChunk(idx, false);
-    long base =
-        (idx & ~long{kChunkSize - 1}) + ((idx & (kChunkSize - 1)) >> 6) * 64;
-    if (!c) return idx;  // never allocated: all free
-    // seq_cst: pairs with Unreserve (see Reserve).
-    uint64_t bits = c->bitmap[(idx & (kChunkSize - 1)) >> 6].load(
-        std::memory_order_seq_cst);
-    uint64_t mask =
-        idx > base ? ~((uint64_t{1} << (idx - base)) - 1) : ~uint64_t{0};
-    if (uint64_t free_bits = ~bits & mask) {
-      long f = base + __builtin_ctzll(free_bits);
-      return f < hi ? f : -1;
-    }
-    idx = base + 64;
   }
   return -1;
-}
-
-void FdTable::LowerHint(long idx) {
-  long h = hint_.load(std::memory_order_seq_cst);
-  while (idx < h &&
-         !hint_.compare_exchange_weak(h, idx, std::memory_order_seq_cst,
-                                      std::memory_order_seq_cst)) {
-  }
-}
-
-void FdTable::Unreserve(long idx) {
-  Chunk* c = GetChunk(idx, false);
-  long i = idx & (kChunkSize - 1);
-  // seq_cst: the bit is clear before the hint is read, against an
-  // allocation that raises the hint and then reads the bits (Reserve).
-  c->bitmap[i >> 6].fetch_and(~(uint64_t{1} << (i & 63)),
-                              std::memory_order_seq_cst);
-  LowerHint(idx);
 }
 
 long FdTable::SetLimit(long limit) {

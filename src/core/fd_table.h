@@ -57,7 +57,7 @@ namespace uepoll::impl {
 enum class FdMode : int { kKernel = 0, kDisjoint = 1 };
 
 // Returned by engine entry points given a number that is not a uepoll
-// descriptor: the C API then makes the libc call itself (kernel/sys.h).
+// descriptor: the C API then makes the libc call itself (base/sys.h).
 // Never a valid -errno.
 inline constexpr int kNotUepoll = INT_MIN;
 
@@ -98,8 +98,12 @@ class FdTable {
   // Returns the fd or -errno (EMFILE, ENFILE, ENOMEM; EINVAL if minfd is
   // beyond the limit). On failure the reference is still the caller's.
   int Install(File* f, bool cloexec, int minfd = 0);
+  // Install for a file received in a descriptor-passing message: kfd, the
+  // copy of its kernel file that travelled with it (File::
+  // DupKernelFileForFlight), or -1 for a new one. kfd stays the caller's.
+  int InstallFlight(File* f, bool cloexec, int kfd);
 
-  // Install2 in two steps, as the kernel's get_unused_fd_flags and
+  // A pair installed in two steps, as the kernel's get_unused_fd_flags and
   // fd_install, for calls that must fail EMFILE before they check their
   // other arguments (socketpair, pipe2). Reserve2 takes two numbers (0, or
   // -errno with nothing taken): lookups see them closed. Exactly one of
@@ -129,6 +133,16 @@ class FdTable {
     std::atomic<uint64_t>* s = SlotOfFd(fd);
     return s && (s->load(std::memory_order_acquire) & kBusyBit);
   }
+  // Waits until no close or dup2 of fd is in progress, and returns whether
+  // one was. A call that found no uepoll file at fd and is about to give the
+  // number to the kernel waits here when it would block there: between a
+  // close's clearing of the slot and its close of the number's kernel file,
+  // the kernel still sees that file (an instance's kernel half, which holds
+  // nothing of the instance's uepoll objects), and a wait on it would sleep
+  // through every event. After the wait the kernel sees what the close or
+  // dup2 left, as if the call came after it. Only for a caller that holds
+  // no borrow: a closer waits for borrows to drain.
+  bool WaitUnchanged(int fd);
   // Whether fd names f right now.
   bool Holds(int fd, File* f) {
     std::atomic<uint64_t>* s = SlotOfFd(fd);
@@ -149,10 +163,40 @@ class FdTable {
     }
   }
 
+  // Calls fn(fd, file, cloexec) for every number that names a file now (a
+  // snapshot: numbers may change meanwhile; `file` may be compared, not
+  // used, unless the caller holds a reference to it).
+  template <class Fn>
+  void ForEachOpen(Fn fn) {
+    for (long c = 0; c < kMaxChunks; ++c) {
+      Chunk* chunk = chunks_[c].load(std::memory_order_acquire);
+      if (!chunk) continue;
+      for (long i = 0; i < kChunkSize; ++i) {
+        uint64_t w = chunk->slots[i].load(std::memory_order_acquire);
+        if (File* f = FileOf(w)) {
+          fn(FdOf(c * kChunkSize + i), f, (w & kCloexecBit) != 0);
+        }
+      }
+    }
+  }
+
+  // kernel/export.h: if fd names f, the kernel's number fd becomes a copy
+  // of kernel descriptor kfd (close-on-exec as fd's FD_CLOEXEC says) and
+  // uepoll forgets fd, as a dup2 of a kernel descriptor onto it would. The
+  // caller holds a reference to f and no borrow of it. 0, -EBADF (fd names
+  // something else now), -EOPNOTSUPP (the disjoint numbering) or the
+  // kernel's errno.
+  int HandOver(int fd, File* f, int kfd);
+
   // After a call that made the kernel hand out `fd` (a dup of a kernel
-  // descriptor): a uepoll file still recorded there is an orphan whose
-  // number the application closed with libc close(); drop it.
+  // descriptor, or any call of the interposer's that returns a kernel
+  // number: libuepoll-interpose.so, uepoll_forget_orphan): a uepoll file
+  // still recorded there is an orphan whose number the application closed
+  // behind uepoll's back; drop it, as a close would.
   void ForgetOrphan(int fd);
+  // The lowest uepoll number >= fd (as an unsigned number, at most
+  // UINT_MAX), or -1: close_range's walk. Skips chunks never allocated.
+  long NextOpen(unsigned long fd);
 
   // kDisjoint only: how many numbers may be open (a test hook; RLIMIT_NOFILE
   // governs kKernel).
@@ -220,6 +264,9 @@ class FdTable {
   // Lowers the hint to idx if it is above (kDisjoint).
   void LowerHint(long idx);
   int DupToFree(int oldfd, File* f, int minfd, bool cloexec);
+  // Records f at the number of its new kernel file fd (or passes -errno
+  // on); closes fd if it cannot be recorded.
+  int PublishKernelFile(File* f, bool cloexec, int fd);
 
   std::atomic<Chunk*> chunks_[kMaxChunks] = {};
   // Bit 0: kDisjoint; bit 1: latched (a descriptor was installed).

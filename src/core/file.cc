@@ -3,9 +3,30 @@
 #include <errno.h>
 
 #include "core/io_iter.h"
+#include "core/sigio.h"
 #include "epoll/eventpoll.h"
+#include "kernel/placeholder.h"
 
 namespace uepoll::impl {
+
+File::~File() {
+  Delete(owner_.load(std::memory_order_relaxed));
+  Live::Dec(Live::files);
+}
+
+FileOwner* File::MakeOwner() {
+  FileOwner* o = owner();
+  if (o) return o;
+  auto* fresh = New<FileOwner>();
+  if (!fresh) return nullptr;
+  // acq_rel: publishes the record; on failure, acquires the winner's.
+  if (!owner_.compare_exchange_strong(o, fresh, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+    Delete(fresh);
+    return o;
+  }
+  return fresh;
+}
 
 ssize_t File::Read(void*, size_t) { return -EINVAL; }
 ssize_t File::Write(const void*, size_t) { return -EINVAL; }
@@ -64,6 +85,8 @@ int File::SetStatusFlags(uint32_t arg) {
   set_flags((old & ~kSettable) | (arg & kSettable));
   return 0;
 }
+
+int File::OpenKernelFile(int minfd) { return MakePlaceholder(minfd); }
 
 void File::LastClose() {
   // No descriptor and no call refers to this object any more, so no new

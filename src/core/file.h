@@ -13,6 +13,7 @@
 #ifndef UEPOLL_SRC_CORE_FILE_H_
 #define UEPOLL_SRC_CORE_FILE_H_
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/types.h>
 
@@ -37,6 +38,8 @@ enum class FileKind : uint8_t {
 };
 
 class IoIter;
+struct FileOwner;  // core/sigio.h
+struct InodeIdentity;
 
 class File {
  public:
@@ -44,7 +47,7 @@ class File {
   File(FileKind kind, uint32_t f_flags) : kind_(kind), f_flags_(f_flags) {
     Live::Inc(Live::files);
   }
-  virtual ~File() { Live::Dec(Live::files); }
+  virtual ~File();
   File(const File&) = delete;
   File& operator=(const File&) = delete;
 
@@ -96,9 +99,14 @@ class File {
   // socket garbage collector reads it (sources/unix_gc.h).
   long RefCount() const { return refs_.load(std::memory_order_acquire); }
 
+  // The kernel file of the object's first number, in the kernel
+  // numbering: a new descriptor at the lowest free number >= minfd, or
+  // -errno. A placeholder (kernel/placeholder.h) by default; an instance's
+  // is its kernel half (kernel/kernel_half.h).
+  virtual int OpenKernelFile(int minfd);
   // A new number newfd now refers to this object, made from oldfd (dup,
-  // dup2, F_DUPFD). An instance with a kernel half gives it its kernel
-  // epoll (epoll/kernel_half.cc).
+  // dup2, F_DUPFD); its kernel file is a copy of oldfd's. An instance's
+  // kernel half may use it (epoll/kernel_side.cc).
   virtual void NumberAdded(int newfd, int oldfd) {
     (void)newfd;
     (void)oldfd;
@@ -107,12 +115,25 @@ class File {
   // about to be closed or replaced in the kernel; called while no other
   // close or dup2 of fd can run.
   virtual void NumberRemoved(int fd) { (void)fd; }
+  // The change NumberRemoved(fd) announced failed in the kernel (a dup2
+  // that the kernel refused): fd still names the object. A failing call
+  // changes nothing.
+  virtual void NumberRestored(int fd) { (void)fd; }
   // Kernel descriptors a thread blocked on this object (in poll(), or in a
   // wait on an instance) must sleep on too, in out[0..n); returns n (0..2).
   virtual int KernelSleepFds(int out[2]) {
     (void)out;
     return 0;
   }
+  // Whether a call given the number's kernel file could sleep on it (an
+  // instance's kernel half is a kernel epoll; a placeholder refuses every
+  // call): a close then puts a placeholder at the number before the slot
+  // stops naming the object (FdTable::Close).
+  virtual bool KernelFileMaySleep() const { return false; }
+  // For a message carrying the object in flight (sources/scm_rights.h): a
+  // private copy of the kernel file its numbers must have when it is
+  // received, or -1 when a new OpenKernelFile() will do (a placeholder).
+  virtual int DupKernelFileForFlight() { return -1; }
   // The object was given more than one number at some point (a hint for
   // the instance's kernel half, which must find every number).
   bool maybe_many_numbers() const {
@@ -124,6 +145,33 @@ class File {
     }
   }
 
+  // fasync (the kernel's f_op->fasync): put this file in signal-driven
+  // mode through descriptor fd (on), or take it out (off), and set or
+  // clear O_ASYNC in its flags; 0 or -errno. Default: -ENOTTY, a kind
+  // without signal-driven I/O (fcntl F_SETFL then ignores O_ASYNC and
+  // ioctl FIOASYNC fails ENOTTY, as the kernel does for a file without
+  // fasync). Pipes and sockets implement it (core/sigio.h).
+  virtual int Fasync(int fd, bool on) {
+    (void)fd;
+    (void)on;
+    return -ENOTTY;
+  }
+  // The descriptor signal-driven mode was set through (si_fd), or -1 when
+  // the file is not in that mode (then flags() has no O_ASYNC).
+  virtual int FasyncFd() { return -1; }
+  // fstat's inode identity (capi/stat_api.cc) for the kinds that have an
+  // inode of their own: both ends of a pipe share one, each socket has its
+  // own. Default: nullptr, an anonymous inode (eventfds, instances,
+  // timerfds and user objects all report the kernel's one anon inode).
+  virtual InodeIdentity* Inode() { return nullptr; }
+
+  // The kernel's f_owner (fcntl F_SETOWN, F_SETOWN_EX, F_SETSIG): nullptr
+  // until the first command that sets it. Owned by the file, freed with
+  // it; never replaced once made (core/sigio.h).
+  FileOwner* owner() const { return owner_.load(std::memory_order_acquire); }
+  // The owner record, made on first use; nullptr when out of memory.
+  FileOwner* MakeOwner();
+
   // File status flags (F_GETFL): access mode | O_NONBLOCK | ...
   uint32_t flags() const { return f_flags_.load(std::memory_order_relaxed); }
   bool nonblock() const { return flags() & O_NONBLOCK; }
@@ -133,7 +181,13 @@ class File {
   virtual int SetStatusFlags(uint32_t arg);
 
   // --- epoll bookkeeping: items watching this file (the kernel's f_ep) ---
-  Mutex watch_lock_;
+  // The lock of the watchers list, taken by the epoll code.
+  Mutex& watch_lock() RETURN_CAPABILITY(watch_lock_) { return watch_lock_; }
+
+ private:
+  Mutex watch_lock_;  // private, where it was: the layout is unchanged
+
+ public:
   ListNode watchers_ GUARDED_BY(watch_lock_);
   // Lockless "is this file watched by some instance" (READ_ONCE(f_ep)),
   // a hint for the ADD-time nesting decision only; never a reason to skip
@@ -158,6 +212,7 @@ class File {
   std::atomic<long> refs_{1};
   std::atomic<uint32_t> f_flags_;
   std::atomic<bool> many_numbers_{false};
+  std::atomic<FileOwner*> owner_{nullptr};  // see owner()
 };
 
 // RAII reference to a File, as fdget()/fdput().

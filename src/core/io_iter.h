@@ -101,6 +101,25 @@ class IoIter {
   }
   size_t seg_len() const { return std::min(iov_[seg_].iov_len - off_, count_); }
 
+  // The bytes left as an iovec array, for a call handed to the kernel
+  // instead (kernel/export.h: an object that became the kernel's while the
+  // call was in progress). Writes at most max segments into out and
+  // returns how many; the last one is clamped to count().
+  size_t Remaining(iovec* out, size_t max) const {
+    size_t n = 0;
+    size_t left = count_;
+    for (size_t seg = seg_, off = off_; left && seg < nsegs_ && n < max;
+         ++seg, off = 0) {
+      size_t len = std::min(iov_[seg].iov_len - off, left);
+      if (!len) continue;
+      out[n].iov_base = static_cast<char*>(iov_[seg].iov_base) + off;
+      out[n].iov_len = len;
+      left -= len;
+      ++n;
+    }
+    return n;
+  }
+
  private:
   static bool Faults(const void* p) { return UserFault(p); }
   void NextSeg() {

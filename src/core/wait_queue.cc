@@ -51,15 +51,40 @@ void WaitQueue::WakeUpLocked(uint32_t key, int nr_exclusive) {
   }
 }
 
+void WaitQueue::PassOnLocked(uint32_t key) {
+  ListNode* n = head_.next;
+  while (n != &head_) {
+    ListNode* next = n->next;
+    WaitEntry* e = UEPOLL_CONTAINER_OF(n, WaitEntry, node);
+    if (e->flags & WaitEntry::kExclusive) {
+      int consumed = Call(e, key);
+      if (!n->linked()) count_.fetch_sub(1, std::memory_order_relaxed);
+      if (consumed) break;
+    }
+    n = next;
+  }
+}
+
 // Autoremove: the woken thread finds its entry unlinked and knows it was
 // picked (an exclusive waiter then owns the wakeup).
-int ThreadWaitEntry::Wake(WaitEntry* e, uint32_t /*key*/) {
+int ThreadWaitEntry::Wake(WaitEntry* e, uint32_t key) {
   auto* w = UEPOLL_CONTAINER_OF(e, ThreadWaitEntry, entry);
   Parker* p = w->parker;
+  w->key = key;
   // Unlink before Unpark: once the owner may run, it must see the entry gone.
   e->node.Unlink();
   p->Unpark();
   return 1;
+}
+
+void ThreadWaitEntry::LeaveLocked(WaitQueue& q, bool pass_on) {
+  if (!queued) return;
+  queued = false;
+  if (entry.node.linked()) {
+    q.RemoveLocked(&entry);
+  } else if (pass_on && (entry.flags & WaitEntry::kExclusive)) {
+    q.PassOnLocked(key);  // picked, and leaving without a test
+  }
 }
 
 }  // namespace uepoll::impl

@@ -44,6 +44,11 @@ struct WaitEntry {
   uint32_t aux = 0;  // the owner's: an epoll item keeps its fd here
 };
 
+// A wakeup key for the threads asleep on a queue only (poll(), blocking
+// I/O): they must sleep again on a new set of descriptors. Epoll items
+// ignore it (EpItemWake): it is not an event.
+inline constexpr uint32_t kResleepKey = uint32_t{1} << 27;
+
 // The wake functions, by kind (defined next to their owners).
 int EpItemWake(WaitEntry* wait, uint32_t key);
 int PollEntryWake(WaitEntry* wait, uint32_t key);
@@ -71,16 +76,33 @@ class WaitQueue {
     WakeUpLocked(key, nr_exclusive);
   }
   void WakeUpLocked(uint32_t key, int nr_exclusive) REQUIRES(lock_);
+  // An exclusive waiter that a wake picked is leaving without having
+  // looked at what it was woken for (a cancellation unwinds it): the
+  // wakeup goes to the next exclusive entry, as the kernel's does when the
+  // task it picks is already running (try_to_wake_up returns 0 and
+  // __wake_up_common moves on). The non-exclusive entries had theirs.
+  void PassOnLocked(uint32_t key) REQUIRES(lock_);
 
-  // waitqueue_active(): a lockless hint. A waiter adds its entry and only
-  // then checks its condition (both under or after lock_), and a waker
-  // changes the condition before calling Active(); the seq_cst fence in
-  // WakeUp callers that change state without lock_ orders the two.
+  // waitqueue_active(): a lockless hint. A waiter adds its entry (count_'s
+  // seq_cst increment, under lock_) and only then tests its condition; a
+  // waker changes the condition and only then calls Active(). No fence is
+  // involved: the condition is either guarded by a lock the waiter's test
+  // takes too (the object's mutex for pipes and socket pairs, see
+  // sources/io_wait.h; an instance's lock_ for its ready list), so the
+  // increment happens before the waker's load, or it is a seq_cst atomic
+  // that seq_cst orders against count_ (a vpoll object's mask_; a user
+  // object's own state follows the same rule, include/uepoll/uepoll.h).
+  // Either the waiter's test sees the change or the waker sees the entry.
+  // (Eventfds and timerfds change their state under lock_ and call
+  // WakeUpLocked: no hint.)
   bool Active() const { return count_.load(std::memory_order_seq_cst) != 0; }
 
-  Mutex lock_;
+  // The queue's lock, for the owners that guard their own state with it
+  // (an eventfd's count, a timerfd's fields) and for WaitEventLocked.
+  Mutex& lock() RETURN_CAPABILITY(lock_) { return lock_; }
 
  private:
+  Mutex lock_;
   ListNode head_ GUARDED_BY(lock_);
   std::atomic<int> count_{0};
 };
@@ -90,43 +112,77 @@ class WaitQueue {
 // signal handler without SA_RESTART interrupted the sleep and pred() is
 // still false. Called and returns with q.lock_ held.
 template <class Pred>
-int WaitEventLocked(WaitQueue& q, bool exclusive, Pred pred) REQUIRES(q.lock_);
+int WaitEventLocked(WaitQueue& q, bool exclusive, Pred pred) REQUIRES(q.lock());
 
-// Implementation detail of WaitEventLocked.
+// A thread in blocking I/O (WaitEventLocked, sources/io_wait.h WaitForIo).
+//
+// The hand-over rule, for exclusive waiters: a wake unlinks the entry it
+// picks (autoremove) and counts it as the one exclusive wakeup. The thread
+// then owes that wakeup its condition test. It leaves the queue in one of
+// three ways:
+//  - it tests the condition and consumes (returns 0);
+//  - a signal ended the sleep: it takes its entry off the queue first and
+//    tests after (the kernel's prepare_to_wait_event order), so a wake
+//    either found it gone and picked another waiter, or came first and
+//    its state change is seen by the test (then it consumes);
+//  - a cancellation unwinds it, with no test to come: Leave(pass_on) hands
+//    a pick it got to the next exclusive waiter (PassOnLocked).
 struct ThreadWaitEntry {
   WaitEntry entry;
   Parker* parker;
+  // The entry is on the queue, or was until a wake picked it (then
+  // entry.node is unlinked). Written and read by the owner thread only
+  // (writes under the queue's lock_; a wake never touches it), so the
+  // owner may test it without the lock.
+  bool queued = false;
+  // The hint of the wake that picked the entry (for the hand-over).
+  // Written by that wake under the queue's lock_.
+  uint32_t key = 0;
+
+  void AddLocked(WaitQueue& q) REQUIRES(q.lock()) {
+    q.AddLocked(&entry);
+    queued = true;
+  }
+  // Off the queue; with pass_on, a pick it got goes to the next waiter.
+  void LeaveLocked(WaitQueue& q, bool pass_on) REQUIRES(q.lock());
+  void Leave(WaitQueue& q, bool pass_on) EXCLUDES(q.lock()) {
+    if (!queued) return;  // gone already: no lock needed
+    MutexLock l(q.lock());
+    LeaveLocked(q, pass_on);
+  }
   static int Wake(WaitEntry* e, uint32_t key);
 };
 
 template <class Pred>
-int WaitEventLocked(WaitQueue& q, bool exclusive,
-                    Pred pred) NO_THREAD_SAFETY_ANALYSIS {
+int WaitEventLocked(WaitQueue& q, bool exclusive, Pred pred) {
   ThreadWaitEntry w;
   w.entry.kind = WaitKind::kThread;
   w.entry.flags = exclusive ? WaitEntry::kExclusive : 0;
   w.parker = &Parker::Current();
   // If a cancellation (pthread_cancel) unwinds the sleep, q.lock_ is not
   // held but the caller's scoped lock will release it: take it again, and
-  // take the entry (on this stack) off the queue.
+  // take the entry (on this stack) off the queue, handing on a wakeup that
+  // picked it (ThreadWaitEntry).
   struct Relock {
     WaitQueue& q;
-    WaitEntry* e;
+    ThreadWaitEntry& w;
     bool sleeping = false;
-    ~Relock() NO_THREAD_SAFETY_ANALYSIS {
+    ~Relock() {
       if (!sleeping) return;
-      q.lock_.Lock();
-      q.RemoveLocked(e);
+      q.lock().Lock();
+      w.LeaveLocked(q, /*pass_on=*/true);
     }
-  } relock{q, &w.entry};
+  } relock{q, w};
   while (!pred()) {
-    q.AddLocked(&w.entry);
-    q.lock_.Unlock();
+    w.AddLocked(q);
+    q.lock().Unlock();
     relock.sleeping = true;
     Parker::Result r = w.parker->ParkIo();
     relock.sleeping = false;
-    q.lock_.Lock();
-    q.RemoveLocked(&w.entry);  // a no-op if a wake already unlinked it
+    q.lock().Lock();
+    // Off the queue before the test: a wake that picked us is answered
+    // by it (the loop consumes), one after this picks someone else.
+    w.LeaveLocked(q, /*pass_on=*/false);
     if ((r & Parker::kInterrupted) && !pred()) return -EINTR;
   }
   return 0;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 
 #include <new>
@@ -13,14 +14,9 @@
 #include "base/sys.h"
 #include "core/fd_table.h"
 #include "epoll/nesting.h"
-#include "kernel/bridge.h"
 
 namespace uepoll::impl {
 namespace {
-
-// The only bits EPOLLEXCLUSIVE may come with (EPOLLEXCLUSIVE_OK_BITS).
-constexpr uint32_t kExclusiveOkBits = EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP |
-                                      EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE;
 
 EpItem* AllocItem() { return New<EpItem>(); }
 void FreeItem(EpItem* epi) { Delete(epi); }
@@ -65,7 +61,7 @@ void ReturnUnusedItem(EpItem* epi) {
 
 }  // namespace
 
-Eventpoll::Eventpoll(int flags) : File(FileKind::kEpoll, O_RDWR) {
+Eventpoll::Eventpoll(int flags) : File(FileKind::kEpoll, O_RDWR), khalf_(this) {
   (void)flags;
   Live::Inc(Live::instances);
 }
@@ -87,6 +83,9 @@ int EpItemWake(WaitEntry* wait, uint32_t key) {
   // for lock_ (a MOD racing with this re-polls after publishing events).
   if (!(events & ~kEpPrivateBits)) return 0;
   if (key && !(key & events)) return 0;
+  // Sleepers on our queue must sleep again on new descriptors: not an
+  // event (an item may want any bit, even this one).
+  if (key == kResleepKey) return 0;
   // Fast path: a scan will poll the item anyway (and see the state change
   // that woke us, which happened before this call under the source's
   // lock), and no thread sleeps on the instance. A waiter queues only when
@@ -154,6 +153,12 @@ void Eventpoll::WakeOneLocked() {
     }
   }
   if (!w) return;
+  if (w->in_kernel) {
+    // Asleep in epoll_wait on the kernel half: the kernel picks which of
+    // its sleepers the token wakes, and that one takes itself off the list.
+    ArmTokenLocked(/*all=*/false);
+    return;
+  }
   DequeueWaiterLocked(w);  // autoremove: the woken thread sees itself gone
   // Under lock_: the waiter cannot return (and its thread cannot exit)
   // before it has taken lock_ to check its entry.
@@ -186,6 +191,7 @@ int Eventpoll::Insert(EpItem* epi, const epoll_event& ev, File* tfile, int fd) {
   epi->data = ev.data.u64;
   epi->dying = false;
   epi->queued.store(false, std::memory_order_relaxed);
+  epi->batch = 0;
   epi->wait.kind = WaitKind::kEpollItem;
   epi->wait.flags = (ev.events & EPOLLEXCLUSIVE) ? WaitEntry::kExclusive : 0;
 
@@ -195,7 +201,7 @@ int Eventpoll::Insert(EpItem* epi, const epoll_event& ev, File* tfile, int fd) {
     // seeing a half-attached item.
     OptionalLock target(tep ? &tep->mtx_ : nullptr);
     {
-      MutexLock l(tfile->watch_lock_);
+      MutexLock l(tfile->watch_lock());
       tfile->watchers_.PushBack(&epi->fllink);
       tfile->nwatchers_.fetch_add(1, std::memory_order_release);
     }
@@ -216,6 +222,7 @@ int Eventpoll::Modify(EpItem* epi, const epoll_event& ev) {
   // concurrent callback sees the new events, or the poll below sees the
   // readiness that woke it. An RMW rather than a fence: TSan models it.
   epi->events.exchange(ev.events, std::memory_order_seq_cst);
+  if (epi->file->is_epoll()) ModChildLocked(epi);
   if (ItemPoll(epi, 1) && LinkReady(epi)) poll_wait_.WakeUp(EPOLLIN, 1);
   return 0;
 }
@@ -225,8 +232,15 @@ bool Eventpoll::RemoveLocked(EpItem* epi, bool force) {
   // The file is alive: it cannot finish its last close while this item is
   // still on its watchers list, and we hold mtx_, which its close needs.
   file->PollQueue().Remove(&epi->wait);
+  // While the item is on the file's watchers list, the file is alive: a
+  // nested child's registration in our kernel half goes first. Once
+  // unlinked below, the file's last close may free it at any moment
+  // (StressRegressions.close__item_removed_while_a_blocked_call_holds_the_
+  // last_reference, under TSan). A dying item the file's release removes
+  // later finds its registration gone already.
+  if (file->is_epoll()) RemoveChildLocked(epi);
   {
-    MutexLock l(file->watch_lock_);
+    MutexLock l(file->watch_lock());
     if (epi->dying && !force) return false;
     epi->fllink.Unlink();
     file->nwatchers_.fetch_sub(1, std::memory_order_release);
@@ -249,7 +263,7 @@ void EpollReleaseFile(File* file) {
   for (;;) {
     EpItem* epi;
     {
-      MutexLock l(file->watch_lock_);
+      MutexLock l(file->watch_lock());
       if (file->watchers_.empty()) return;
       epi = UEPOLL_CONTAINER_OF(file->watchers_.next, EpItem, fllink);
       // Claim it: the instance's own close and DEL now leave it to us, so
@@ -270,11 +284,8 @@ void EpollReleaseFile(File* file) {
   }
 }
 
-void Eventpoll::Release() NO_THREAD_SAFETY_ANALYSIS {
-  // No ready() hook of ours runs after this (kernel/bridge.h). The kernel
-  // epoll itself was closed with the instance's last number.
-  int h = bridge_handle_.load(std::memory_order_relaxed);
-  if (h >= 0) Bridge::Unregister(h);
+void Eventpoll::Release() {
+  // The kernel half was closed with the instance's last number.
   EpItem* to_free = nullptr;
   int puts = 0;
   {
@@ -300,6 +311,9 @@ void Eventpoll::Release() NO_THREAD_SAFETY_ANALYSIS {
   Put();  // the file's reference
 }
 
+// Unchecked: NestingLock() is taken only on the full-check path (released at
+// unlock_nested under the same condition), and the table sizes are peeked at
+// without mtx_ before allocating.
 int Eventpoll::Ctl(int op, File* tfile, int fd,
                    epoll_event ev) NO_THREAD_SAFETY_ANALYSIS {
   if (op == UEPOLL_EPOLL_CTL_MIN_WAIT) {
@@ -316,9 +330,17 @@ int Eventpoll::Ctl(int op, File* tfile, int fd,
   EpItem* prepped = op == EPOLL_CTL_ADD ? TakeItem() : nullptr;
   EpItem** buckets = nullptr;
   size_t nbuckets = 0;
+  ChildTable::Slot* child_slots = nullptr;
+  uint32_t nchild_slots = 0;
   if (op == EPOLL_CTL_ADD) {
     nbuckets = items_.WantBuckets();  // a racy peek, checked under mtx_
     if (nbuckets) buckets = NewArray<EpItem*>(nbuckets);
+    if (tfile->is_epoll()) {
+      nchild_slots = children_.WantCapacity();  // the same kind of peek
+      if (nchild_slots) {
+        child_slots = NewArray<ChildTable::Slot>(nchild_slots);
+      }
+    }
   }
 
   bool full_check = false;
@@ -380,6 +402,10 @@ int Eventpoll::Ctl(int op, File* tfile, int fd,
           old_buckets = items_.Grow(buckets, nbuckets);
           buckets = nullptr;
         }
+        if (tfile->is_epoll()) {
+          // Room for the child's cookie, allocated before the lock.
+          child_slots = children_.Grow(child_slots, nchild_slots);
+        }
         ev.events |= EPOLLERR | EPOLLHUP;
         error = Insert(prepped, ev, tfile, fd);
         if (!error && full_check) {
@@ -392,12 +418,21 @@ int Eventpoll::Ctl(int op, File* tfile, int fd,
             error = oom ? -ENOMEM : -EINVAL;
           }
         }
-        if (!error) {
-          prepped = nullptr;
-          // Still under NestingLock(): a child's kernel half reaches this
-          // instance through the bridge (kernel_half.cc).
-          if (tfile->is_epoll()) nested_child = static_cast<Eventpoll*>(tfile);
+        if (!error && tfile->is_epoll()) {
+          // The child's kernel half into ours: the kernel may refuse the
+          // link (a chain through kernel epolls too deep, a loop through
+          // them: ELOOP), and then the ADD fails having changed nothing.
+          auto* child = static_cast<Eventpoll*>(tfile);
+          error = AddChildLocked(prepped, child);
+          if (error) {
+            RemoveLocked(prepped, false);
+            to_free = prepped;
+            prepped = nullptr;
+          } else {
+            nested_child = child;
+          }
         }
+        if (!error) prepped = nullptr;
         break;
       case EPOLL_CTL_DEL:
         if (!epi) {
@@ -422,7 +457,15 @@ int Eventpoll::Ctl(int op, File* tfile, int fd,
     }
   }
   mtx_.Unlock();
-  if (nested_child) NestedAdded(nested_child);
+  if (nested_child) {
+    // Its kernel events reach our waiters through our kernel half, so
+    // they must sleep on it; and its own waiters, now watched, must not
+    // sleep there with tokens our kernel half would see.
+    if (nested_child->kernel_fds_.load(std::memory_order_seq_cst)) {
+      BecomeMixed(/*kernel_fds=*/true);
+    }
+    nested_child->WakeAllToResleep();
+  }
 
 unlock_nested:
   if (full_check) {
@@ -433,6 +476,7 @@ unlock_nested:
   ReturnUnusedItem(prepped);
   DeleteArray(buckets);
   DeleteArray(old_buckets);
+  DeleteArray(child_slots);
   if (to_free) {
     FreeItem(to_free);
     Put();
@@ -444,8 +488,19 @@ int EpollCreate(int flags) {
   if (flags & ~EPOLL_CLOEXEC) return -EINVAL;
   auto* ep = new (std::nothrow) Eventpoll(flags);
   if (!ep) return -ENOMEM;
-  int fd = FdTable::Get().Install(ep, flags & EPOLL_CLOEXEC);
-  if (fd < 0) ep->Unref();
+  FdTable& t = FdTable::Get();
+  // After the table's own atfork handler (registered when it was made), so
+  // that in a fork child the table is settled when instances rebuild.
+  static const int atfork [[maybe_unused]] =
+      pthread_atfork(nullptr, nullptr, &Eventpoll::ForkChild);
+  // In the kernel numbering the new number's kernel file is the instance's
+  // kernel half (OpenKernelFile).
+  int fd = t.Install(ep, flags & EPOLL_CLOEXEC);
+  if (fd < 0) {
+    ep->Unref();
+  } else {
+    ep->NumberAdded(fd, -1);
+  }
   return fd;
 }
 
@@ -453,84 +508,7 @@ int EpollMakeWatchable(int epfd) {
   FileBorrow f = FdTable::Get().Borrow(epfd);
   if (!f) return -EBADF;
   if (!f->is_epoll()) return -EINVAL;
-  return static_cast<Eventpoll*>(f.get())->MakeWatchable(epfd);
-}
-
-int EpollCtl(int epfd, int op, int fd, const epoll_event* event) {
-  FdTable& t = FdTable::Get();
-  // Borrows: ctl never sleeps but on mutexes, so closers wait briefly.
-  FileBorrow f = t.Borrow(epfd);
-  if (!f) {
-    // A kernel epfd: the kernel's call, unless the target is uepoll's,
-    // which no kernel instance can watch (its kernel file is a placeholder,
-    // or the kernel half of an instance, which alone would misreport it).
-    if (t.IsOpen(fd)) {
-      // A watchable instance's number is a kernel epoll that reports
-      // exactly its readiness (watchable.cc): the kernel's call.
-      FileRef tf = t.Lookup(fd);
-      if (tf && tf->is_epoll() &&
-          static_cast<Eventpoll*>(tf.get())->watchable()) {
-        return kNotUepoll;
-      }
-      if (op != EPOLL_CTL_DEL && !event) return -EFAULT;
-      // The kernel's checks before that: epfd is open (EBADF) and a file
-      // the kernel could use as an instance: not a placeholder (O_PATH: the
-      // kernel's fdget refuses it), not a uepoll number in the middle of
-      // its close; then it is an instance (EINVAL), which a DEL of a fresh
-      // eventfd answers without changing anything (ENOENT from an
-      // instance).
-      int fl = sys::Fcntl(epfd, F_GETFL, 0);
-      if (fl < 0 || (fl & O_PATH) || t.Changing(epfd)) return -EBADF;
-      int probe = sys::Eventfd(0, EFD_CLOEXEC);
-      if (probe < 0) return -EPERM;
-      int r =
-          sys::EpollCtl(epfd, EPOLL_CTL_DEL, probe, nullptr) == 0 ? 0 : -errno;
-      sys::Close(probe);
-      return r == -EBADF || r == -EINVAL ? r : -EPERM;
-    }
-    return kNotUepoll;
-  }
-  epoll_event ev{};
-  if (op != EPOLL_CTL_DEL) {
-    if (!event) return -EFAULT;
-    ev = *event;
-  }
-  // The min_wait patch's op checks the instance only: fd is not looked up.
-  if (op == UEPOLL_EPOLL_CTL_MIN_WAIT) {
-    if (!f->is_epoll()) return -EINVAL;
-    return static_cast<Eventpoll*>(f.get())->Ctl(op, nullptr, fd, ev);
-  }
-  FileBorrow tf = t.Borrow(fd);
-  if (!tf) {
-    // A kernel descriptor: into an instance's kernel half.
-    if (f->is_epoll()) {
-      return static_cast<Eventpoll*>(f.get())->CtlKernel(
-          epfd, op, fd, op == EPOLL_CTL_DEL ? nullptr : &ev);
-    }
-    // Not an instance: the kernel checks the target first (EBADF, EPERM).
-    if (sys::Fcntl(fd, F_GETFD, 0) < 0) return -EBADF;
-    int r = -EINVAL;
-    epoll_event probe = ev;
-    int tmp = sys::EpollCreate1(EPOLL_CLOEXEC);
-    if (tmp >= 0) {
-      if (sys::EpollCtl(tmp, EPOLL_CTL_ADD, fd, &probe) != 0 &&
-          (errno == EBADF || errno == EPERM)) {
-        r = -errno;
-      }
-      sys::Close(tmp);
-    }
-    return r;
-  }
-  // Every uepoll object can be polled, so the kernel's EPERM never arises.
-  if (f.get() == tf.get() || !f->is_epoll()) return -EINVAL;
-  if (op != EPOLL_CTL_DEL && (ev.events & EPOLLEXCLUSIVE)) {
-    if (op == EPOLL_CTL_MOD) return -EINVAL;
-    if (op == EPOLL_CTL_ADD &&
-        (tf->is_epoll() || (ev.events & ~kExclusiveOkBits))) {
-      return -EINVAL;
-    }
-  }
-  return static_cast<Eventpoll*>(f.get())->Ctl(op, tf.get(), fd, ev);
+  return static_cast<Eventpoll*>(f.get())->MakeWatchable();
 }
 
 }  // namespace uepoll::impl

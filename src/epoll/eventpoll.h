@@ -1,9 +1,31 @@
 // Eventpoll: an epoll instance (the kernel's struct eventpoll and its file).
 //
-// LOCKING
-// =======
-// Locks, from outermost to innermost:
+// An instance has four parts, each in its own file:
+//   the uepoll half    items, ready list, waiters: eventpoll.cc (ctl and the
+//                      wakeup callback), wait.cc (scans, harvests, waits)
+//   the kernel half    a kernel epoll at the instance's numbers holding its
+//                      kernel descriptors, its children's kernel halves and
+//                      the wake token: kernel/kernel_half.h (the kernel
+//                      object), kernel_side.cc (what the instance does with
+//                      it: ctl, harvests that filter cookies, the token,
+//                      nesting, fork)
+//   the mirror         a watchable instance's face to kernel loops:
+//                      kernel/mirror.h, watchable.cc
+//   the nesting state  the ADD-time checks: nesting.h, nesting.cc
 //
+// LOCKING (the one authoritative block; docs/design.md points here)
+// =================================================================
+// Locks, from outermost to innermost. "A > B": A may be held while B is
+// taken, never the reverse.
+//
+//   export g_session (kernel/export.cc)  process-wide, the outermost: one
+//                                conversion of objects into their kernel
+//                                equivalents at a time. Under it: sources'
+//                                locks (two at once only here), instances'
+//                                mtx_ and lock_ (Ctl, CtlKernel), files'
+//                                watch_lock_, and g_forward, a leaf (the
+//                                list of forward descriptors, also taken
+//                                under a source's lock and across fork()).
 //   g_nested (nesting.cc)        process-wide; taken ONLY by an ADD whose
 //                                target is an instance, or into an instance
 //                                that is itself watched (or was just visited
@@ -11,55 +33,122 @@
 //                                checks. The kernel's epnested_mutex. No
 //                                poll, wait, wakeup, DEL, MOD or close path
 //                                takes it.
-//     Eventpoll::mtx_            per instance, sleeps. Serializes ctl and
-//                                harvests (wait and poll of the instance).
-//                                When held on two instances, the outer
-//                                (parent) one is taken first: an instance
-//                                polls its children while holding its mtx_,
-//                                and the ADD checks walk downward. The graph
-//                                is acyclic (ELOOP), so this cannot deadlock.
-//       File::watch_lock_        per file; guards the file's watchers list
-//                                (items watching it) and EpItem::dying. Held
-//                                alone, or nested upward (a file's, then the
-//                                lock of an instance watching it) by the
-//                                nesting checks.
-//       PipeInode::mu_,          per pipe / per socket pair (sources/); the
-//       UnixPair::mu_            buffers, counts and shutdown state. Poll()
+//    > Eventpoll::mtx_           per instance, sleeps. Serializes ctl and
+//                                harvests (wait and poll of the instance) and
+//                                guards the item table and the child table.
+//                                Held on two instances only parent first (an
+//                                instance polls its children holding its
+//                                mtx_; the ADD checks walk downward); the
+//                                graph is acyclic (ELOOP), so this cannot
+//                                deadlock. System calls on the kernel half
+//                                are made under it (ctl of a nested item).
+//       > File::watch_lock_      per file; the file's watchers list (items
+//                                watching it) and EpItem::dying. Held alone,
+//                                or nested upward (a file's, then that of an
+//                                instance watching it) by the nesting checks
+//                                and BecomeMixed.
+//       > PipeInode::mu_,        per pipe / per socket pair (sources/): the
+//         UnixPair::mu_          buffers, counts and shutdown state. Poll()
 //                                of a pipe end or a socket takes it, so it
 //                                nests under an instance's mtx_ whenever a
 //                                harvest, an ADD or MOD, or a poll of the
-//                                instance polls that source; otherwise it
-//                                is held alone. Never held while taking
-//                                another lock: a source changes its state
-//                                under mu_, releases it, then wakes its
-//                                queue. (An eventfd keeps its count under
+//                                instance polls that source; otherwise held
+//                                alone. Never held while taking another lock
+//                                but UnixGc's book lock (sources/unix_gc.h),
+//                                innermost. (An eventfd keeps its count under
 //                                its queue's lock_ instead, and its Poll()
 //                                takes no lock.)
-//       WaitQueue::lock_         per wait queue; guards the entry list.
-//                                Wakeup callbacks run under it. Nested by
-//                                depth in the wakeup chain: a source's queue,
-//                                then the queue of the instance watching it
+//       > WaitQueue::lock_       per wait queue; the entry list. Wakeup
+//                                callbacks run under it. Nested by depth in
+//                                the wakeup chain: a source's queue, then the
+//                                queue of the instance watching it
 //                                (poll_wait_), then its parent's, ...
-//         Eventpoll::lock_       per instance, innermost: guards the ready
-//                                list, the overflow list and the waiters.
-//                                Taken by wakeup callbacks (with the source's
-//                                queue lock held), never held while taking
-//                                another lock. Released before waking the
+//          > Mirror::mu_         per watchable instance (kernel/mirror.h):
+//                                arms and disarms, two system calls at most,
+//                                made under it and so under the queue lock of
+//                                the source whose wakeup armed it.
+//             > Eventpoll::lock_ per instance: the ready list, the overflow
+//                                list, the waiters and the token. Taken by
+//                                wakeup callbacks (with the source's queue
+//                                lock held). Under it only: the token's
+//                                EPOLL_CTL_MOD (one system call, only while a
+//                                thread sleeps in the kernel half) and the
+//                                leaves below. Released before waking the
 //                                instance's own watchers (poll_wait_).
+//                > KernelHalf::kmu_  leaf: changes of the number the kernel
+//                                half is reached through (knum_)
+//                > WakeFd's mutex    leaf: making the wake eventfd
 //
-//   FdTable slots (core/)        no lock. A lookup is two wait-free RMWs on
-//                                the slot word, or a borrow through the
-//                                calling thread's hazard record; a closer
-//                                waits only for the lookups in flight on
-//                                that slot (core/fd_table.h). None of the
-//                                locks above is held across a lookup or a
-//                                close of a descriptor.
+//   FdTable slots (core/)        no lock. A lookup is a borrow through the
+//                                calling thread's hazard record (or two
+//                                wait-free RMWs on the slot word); a closer
+//                                waits only for the lookups in flight on that
+//                                slot (core/fd_table.h).
+//    > slot busy bit             per number, held by a close or dup2 of it
+//                                while it finishes the kernel's side. Under
+//                                it: KernelHalf::kmu_ and Mirror::mu_ (the
+//                                last number's close drops the mirror).
+//                                Nothing that holds an instance lock or a
+//                                queue lock takes it, and none of the locks
+//                                above is held across a lookup or a close.
+//   Leaves taken with no uepoll lock held, or under the locks of the
+//   object they belong to only: FasyncSlot::mu_ and FileOwner::mu
+//   (core/sigio.h: signal-driven I/O; a slot is signalled after the
+//   source's lock is released), SockOpts::mu_ (sources/unix_sockopt.h),
+//   the stat kinds' references (capi/stat_api.cc), the clock detector's
+//   (timer/clock_set.cc).
+//   ParkerRegistry::mu (base/parker.cc)  process-wide, taken alone: a
+//                                thread's first sleep and exit, fork(), and
+//                                a resigning timer keeper's scan.
+//   TimerQueue::fire_mu_ > (a timerfd's queue lock, as a source's) >
+//     TimerQueue::mu_ (timer/timer_queue.h)  innermost; taken under any lock
+//                                by an arm or disarm.
+//   SignalApi's g_mu (capi/signal_api.cc): taken alone, by
+//                                uepoll_sigaction and by a SA_RESETHAND
+//                                handler's trampoline (only where its
+//                                thread holds no uepoll lock).
+//   Every Mutex hold is counted per thread (base/signal_defer.h): a handler
+//   installed with uepoll_sigaction waits until its thread holds none, so
+//   a handler never takes a lock its own thread holds.
+//   UnixGc's book lock (sources/unix_gc.h): innermost, under a pair's mu_
+//                                when a message carrying descriptors is queued
+//                                or peeked; a collection holds it only to
+//                                mark, never while it purges (release
+//                                callbacks run there).
+//
+// What clang checks (src/base/thread_annotations.h). GUARDED_BY, REQUIRES
+// and EXCLUDES: in CI's -Werror=thread-safety build. The order itself is
+// declared with ACQUIRED_BEFORE/ACQUIRED_AFTER on the edges whose two
+// locks can be named from one declaration (the analysis keys an edge on
+// the declarations, so it holds between any two objects, and it follows
+// edges transitively):
+//   g_nested > Eventpoll::mtx_         (eventpoll.h, Eventpoll::mtx_)
+//   Eventpoll::mtx_ > Eventpoll::lock_, File::watch_lock_, WaitQueue::lock_
+//   WaitQueue::lock_ > Eventpoll::lock_ (Eventpoll::lock_)
+//   Mirror::mu_ > Eventpoll::lock_ > KernelHalf::kmu_ (Eventpoll::lock_,
+//     through Mirror::lock() and KernelHalf::number_lock())
+//   g_session > g_forward               (kernel/export.cc)
+//   TimerQueue::fire_mu_ > TimerQueue::mu_ (timer/timer_queue.h)
+// clang 14 checks these only under -Wthread-safety-beta: a deliberate
+// violation (an inner lock, then its outer one) draws "mutex 'outer' must
+// be acquired before 'inner'" with -Wthread-safety -Wthread-safety-beta
+// and nothing with -Wthread-safety alone. The build adds the beta flag for
+// clang (CMakeLists.txt), so CI's -Werror=thread-safety build fails on a
+// broken edge (the warning is in -Wthread-safety-analysis). Like the rest
+// of the analysis it sees one function at a time: an edge is checked where
+// a lock is taken while another is held in that function or REQUIRES'd by
+// it, not through calls that take locks inside. Not declared, because no
+// one declaration can name both locks: mtx_ of a parent before a child's
+// (one declaration; clang does not order a lock against itself), the
+// sources' locks (PipeInode::mu_, UnixPair::mu_), WakeFd's, g_session's
+// edges into the engine, UnixGc's book lock, and the FdTable slot busy bit
+// (not a Mutex).
 //
 // Why these kinds: mtx_ is held while polling sources and copying events,
 // which can take a while and may sleep on contention; lock_ is held for a
-// few list operations on every wakeup, so it must be short and is never held
-// across a callout. All are futex-based Mutexes: on 2 cores with dozens of
-// threads a spinning lock would burn the holder's core.
+// few list operations on every wakeup, so it must be short and is never
+// held across a callout. All are futex-based Mutexes: on 2 cores with
+// dozens of threads a spinning lock would burn the holder's core.
 //
 // Reference counts: ep_refs_ = 1 (for the File, dropped by Release() at the
 // last close) + 1 per item. The structure is freed when it reaches zero, so
@@ -79,6 +168,15 @@
 //    (round robin). At the end, under lock_, the unprocessed items, then
 //    the ovflist_ items in arrival order, then the re-queued LT items
 //    become rdllist_; if it is not empty, the next waiter is woken.
+//
+// How a waiter sleeps depends on the instance (docs/design.md, "How a
+// waiter sleeps"): on its parker's futex while the kernel half holds
+// nothing (the common case of a pure uepoll instance); in epoll_wait on the
+// kernel half itself, woken by the token, once it may report kernel events
+// (mixed_) unless the instance is watched by another instance or made
+// watchable; with its parker's descriptor sleep (ppoll on the kernel half)
+// in those two cases, where a token in the kernel half would be seen by the
+// watchers too.
 #ifndef UEPOLL_SRC_EPOLL_EVENTPOLL_H_
 #define UEPOLL_SRC_EPOLL_EVENTPOLL_H_
 
@@ -94,8 +192,12 @@
 #include "base/mutex.h"
 #include "base/parker.h"
 #include "core/file.h"
+#include "epoll/child_table.h"
 #include "epoll/item.h"
 #include "epoll/item_table.h"
+#include "kernel/kernel_half.h"
+#include "kernel/mirror.h"
+#include "kernel/wake_fd.h"
 
 namespace uepoll::impl {
 
@@ -122,7 +224,22 @@ struct EpWaiter {
   // A waiter in its min_wait phase wants this many ready items before it
   // is worth waking (its timer ends the phase otherwise); 0 for others.
   int min_ready = 0;
+  // Asleep in epoll_wait on the kernel half: woken by the token, not by
+  // its parker, and it takes itself off the list (the kernel picks which
+  // of the kernel half's sleepers a token wakes).
+  bool in_kernel = false;
 };
+
+// What a harvest of the kernel half found besides the application's events.
+struct KernelHarvest {
+  int events = 0;         // the application's events copied out
+  bool token = false;     // the token was consumed
+  bool children = false;  // a child's item was woken (it is queued now)
+};
+
+// The nesting checks' process-wide lock (epoll/nesting.h; defined in
+// nesting.cc), named here because it guards the nesting-check state below.
+extern Mutex g_nested;
 
 class Eventpoll final : public File {
  public:
@@ -149,27 +266,34 @@ class Eventpoll final : public File {
   EpollParams params() const;
   void set_params(const EpollParams& p);
 
-  // --- the kernel half (kernel_half.cc) ---
-  // epoll_ctl of a kernel descriptor, through the instance number epfd.
-  int CtlKernel(int epfd, int op, int fd, epoll_event* ev);
+  // --- the kernel half (kernel_side.cc) ---
+  // epoll_ctl of a kernel descriptor into the kernel half.
+  int CtlKernel(int op, int fd, epoll_event* ev);
+  int OpenKernelFile(int minfd) override;
   void NumberAdded(int newfd, int oldfd) override;
   void NumberRemoved(int fd) override;
+  void NumberRestored(int fd) override;
   int KernelSleepFds(int out[2]) override;
+  int DupKernelFileForFlight() override;
+  bool KernelFileMaySleep() const override { return true; }
+  // The kernel reports fd (a number of the kernel half) closed: the
+  // application closed it with libc close().
+  void KernelNumberLost(int fd) { khalf_.NumberLost(fd); }
 
   // --- watchable instances (watchable.cc) ---
   // Makes the instance's own numbers readable by the kernel (epoll, poll,
   // select) exactly while it has events to report. 0 or -errno.
-  int MakeWatchable(int epfd);
+  int MakeWatchable();
   bool watchable() const { return watchable_.load(std::memory_order_acquire); }
-  // After a nested ADD of `child` into this instance (NestingLock() held):
-  // if the child or something below it has a kernel half, register it
-  // with the bridge and mark this instance and those above.
-  void NestedAdded(Eventpoll* child);
 
   void Put();  // drop an ep_refs_ reference; frees at zero
   bool watched() const {
     return nwatchers_.load(std::memory_order_acquire) != 0;
   }
+
+  // fork(): gives every instance of the child its own kernel half
+  // (kernel_side.cc; the atfork child handler).
+  static void ForkChild();
 
  protected:
   void Release() override;  // last close: ep_clear_and_put
@@ -192,78 +316,85 @@ class Eventpoll final : public File {
   // Drops the queued items that are no longer ready (consuming nothing);
   // returns how many remain.
   int PruneIdle() EXCLUDES(mtx_, lock_);
-  // SendEvents' uepoll half.
-  int SendUepollEvents(epoll_event* events, int maxevents) EXCLUDES(mtx_);
-  // Up to maxevents events of the kernel half (0 if it has none).
-  int SendKernelEvents(epoll_event* events, int maxevents) EXCLUDES(mtx_);
-  // Whether the kernel half reports anything, without consuming it.
-  bool KernelReady();
-  // Registers the kernel half with the bridge (once).
-  void RegisterWithBridge();
+  // SendEvents' uepoll half. A nonzero mark stamps the items reported
+  // (EpItem::batch); a nonzero skip treats the items stamped with it as
+  // reported already in this batch: not reported, and re-queued only if
+  // level-triggered, as after their report.
+  int SendUepollEvents(epoll_event* events, int maxevents, uint16_t mark = 0,
+                       uint16_t skip = 0) EXCLUDES(mtx_);
+
+  // --- the kernel side (kernel_side.cc) ---
+  // Up to maxevents of the kernel half's events: the application's are
+  // kept (and counted in the result), cookies are acted on (a child's item
+  // is woken, the token consumed) and removed. `first` is what an earlier
+  // epoll_wait into events returned (a sleep), or -1 to harvest now.
+  KernelHarvest SendKernelEvents(epoll_event* events, int maxevents,
+                                 int first = -1) EXCLUDES(mtx_, lock_);
+  // Removes the cookies from events[0..n) and acts on them; returns how
+  // many application events remain at the front.
+  int FilterCookies(epoll_event* events, int n, KernelHarvest* h)
+      EXCLUDES(mtx_, lock_);
+  // Whether the kernel half has an event for the application, for Poll(),
+  // which calls it with mtx_ held.
+  bool KernelReady() EXCLUDES(lock_);
+  // From now on the kernel half may have events: waiters sleep on it. With
+  // kernel_fds (it holds a kernel descriptor, or a child that does), so do
+  // those of every instance above, whose kernel halves hear of it.
+  void BecomeMixed(bool kernel_fds) EXCLUDES(mtx_, lock_);
+  // Wakes every waiter and poller so that they sleep again the way the
+  // instance now needs (a new kernel half, a new watcher).
+  void WakeAllToResleep() EXCLUDES(lock_);
+  // The token (kernel_side.cc): wakes one thread asleep in epoll_wait on
+  // the kernel half. All: every one of them, in turn.
+  void ArmTokenLocked(bool all) REQUIRES(lock_);
+  // Makes a token that no sleeper took (the uepoll half has nothing left)
+  // unreportable, so that a poll of the kernel half does not see it.
+  void DefuseTokenLocked() REQUIRES(lock_);
+  // After a nested ADD of `child` (under mtx_): registers its kernel half
+  // in ours with a cookie; -errno (ELOOP, EINVAL, ENOMEM) if the kernel
+  // refuses, and then the caller undoes the ADD.
+  int AddChildLocked(EpItem* epi, Eventpoll* child) REQUIRES(mtx_);
+  // The child item's interest changed (MOD) or it goes (DEL, close).
+  void ModChildLocked(EpItem* epi) REQUIRES(mtx_);
+  void RemoveChildLocked(EpItem* epi) REQUIRES(mtx_);
+  // The events a child's kernel half is registered with in ours.
+  static uint32_t ChildEvents(const EpItem* epi);
+  // The number under which the child of epi is registered in our kernel
+  // half, or -1 if the item's number no longer names the child.
+  static int ChildNumber(const EpItem* epi);
+  // Whether a waiter (with a signal mask or not) sleeps in the kernel half
+  // now. The first call may make the wake eventfd (no lock held then).
+  bool SleepsInKernel(bool masked = false) const;
+  // The sets of a parker's descriptor sleep: kfds[1..) get the kernel half;
+  // returns the count including kfds[0] (1 when there is none).
+  nfds_t SleepSet(pollfd kfds[2]) const;
+  // After a parker's descriptor sleep: the kernel half reported closed.
+  void AfterKernelSleep(const pollfd* kfds, nfds_t nk);
+  // Rebuilds the kernel half in a fork child (ForkChild's two passes).
+  // Unchecked: the fork child is single-threaded, and it resets lock_'s
+  // fields without lock_ (the inherited lock may be held by a lost thread).
+  void RebuildInChild() NO_THREAD_SAFETY_ANALYSIS;
+  void ReregisterInChild();
+
+  // --- the mirror (watchable.cc) ---
   // Brings the mirror in line with the uepoll half's readiness now (arm:
   // events to report, disarm: none). edge_if_ready: the caller just told
   // the application "nothing" (a harvest of 0), so events that are there
-  // now need a new edge even if the mirror is armed. Takes mirror_mu_,
+  // now need a new edge even if the mirror is armed. Takes Mirror::mu_,
   // then lock_.
   void SyncMirror(bool edge_if_ready = false) EXCLUDES(lock_);
-  // Closes the mirror while kfd (the last number) still names the kernel
-  // epoll that validates it.
-  void DropMirror(int kfd);
-  // Whether a kernel event is the mirror's (filtered from harvests).
-  bool IsMirrorEvent(const epoll_event& e) const {
-    return watchable() && e.data.u64 == mirror_tag_;
-  }
-  // Makes the kernel half (a kernel epoll at every number of the
-  // instance); 0 or -errno.
-  int MakeMixed(int epfd) REQUIRES(mtx_);
-  // Gives the instance its kernel half if it has none yet (MakeMixed, then
-  // the waiters asleep without it re-sleep); the caller holds a borrow or
-  // a reference of the instance under number epfd.
-  int EnsureMixed(int epfd) EXCLUDES(mtx_);
-  // The kernel descriptors a sleeping waiter must watch too: kfds[1..),
-  // returns the count including kfds[0] (1 when there are none).
-  nfds_t SleepSet(pollfd kfds[3]) const;
-  // Reaps the bridge if an instance below this one has a kernel half
-  // (kernel_below_), so that its events are queued here before a harvest
-  // or poll looks. No lock held.
-  void ReapBelow();
-  // After a sleep on SleepSet's descriptors: reaps the bridge if it was
-  // ready.
-  void AfterKernelSleep(const pollfd* kfds, nfds_t nk);
-  // Runs fn(knum) with knum_ pinned: a close of that number waits for it
-  // (NumberRemoved). fn gets -1 when the kernel half has no number left.
-  template <class Fn>
-  int KernelOp(Fn fn) {
-    // seq_cst, against NumberRemoved's store of knum_ then load of kops_.
-    kops_.fetch_add(1, std::memory_order_seq_cst);
-    int r = fn(knum_.load(std::memory_order_seq_cst));
-    kops_.fetch_sub(1, std::memory_order_release);
-    return r;
-  }
-  // Makes knum_ name fd if it names nothing and fd still names this
-  // instance.
-  void AdoptNumber(int fd);
-  // Another number of this instance that still holds a kernel file, or -1.
-  int OtherKernelNumber(int fd) REQUIRES(kmu_);
 
- public:
-  // The kernel reports knum_ == fd closed (EBADF, POLLNVAL): the
-  // application closed it with libc close(). Moves knum_ to another number
-  // of the instance, or -1. Not from inside KernelOp.
-  void KernelNumberLost(int fd);
-
- private:
-  // Registers the kernel half with the bridge and marks the instances
-  // above; requires NestingLock().
-  void BridgeUp();
-  static void BridgeReady(void* self);
-  // Sets kernel_below_ here and in every instance above (NestingLock()).
-  void MarkKernelBelow();
-  // Wakes every waiter and poller of this instance so that they sleep
-  // again on a new set of kernel descriptors.
-  void WakeAllToResleep();
   int WaitLoop(epoll_event* events, int maxevents, const Deadline& deadline,
                const sigset_t* sigmask) EXCLUDES(mtx_, lock_);
+  // One sleep of WaitLoop (w queued, in_kernel) in epoll_wait on the kernel
+  // half, which is also its harvest: the events (then the uepoll half's),
+  // -EINTR, -EFAULT, or 0 (*expired: the deadline passed).
+  int SleepInKernel(EpWaiter* w, epoll_event* events, int maxevents,
+                    const Deadline& deadline, const sigset_t* sigmask,
+                    bool* expired) EXCLUDES(mtx_, lock_);
+  // After a harvest took the token: if the uepoll half still has events,
+  // the next sleeper gets one.
+  void HandOffToken() EXCLUDES(lock_);
   int MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
               int64_t min_wait_ns) EXCLUDES(mtx_, lock_);
   // Moves rdllist_ to txlist and returns how many items it held.
@@ -286,12 +417,9 @@ class Eventpoll final : public File {
   void QueueWaiterLocked(EpWaiter* w) REQUIRES(lock_) {
     waiters_.PushFront(&w->node);
     nwaiters_.fetch_add(1, std::memory_order_seq_cst);
+    if (w->in_kernel) ++nkernel_sleepers_;
   }
-  void DequeueWaiterLocked(EpWaiter* w) REQUIRES(lock_) {
-    if (!w->node.linked()) return;
-    w->node.Unlink();
-    nwaiters_.fetch_sub(1, std::memory_order_relaxed);
-  }
+  void DequeueWaiterLocked(EpWaiter* w) REQUIRES(lock_);
 
   // The fields are laid out by who writes them, one cache line per group,
   // because on a 2-core VM a line costs about 250 ns to move between cores
@@ -300,11 +428,15 @@ class Eventpoll final : public File {
   // lock.
   //
   // Line 1: written by every harvest and every slow-path wakeup.
-  alignas(kCacheLine) Mutex mtx_ ACQUIRED_BEFORE(lock_);
-  Mutex lock_;
+  // The lock order's edges that clang can name from here (LOCKING above):
+  // g_nested > mtx_ > {watch_lock_, every queue's lock_, lock_}, every
+  // queue's lock_ > lock_, the mirror's lock > lock_ > the kernel half's
+  // number lock.
+  alignas(kCacheLine) Mutex mtx_ ACQUIRED_AFTER(g_nested)
+      ACQUIRED_BEFORE(lock_, watch_lock(), poll_wait_.lock());
+  Mutex lock_ ACQUIRED_AFTER(poll_wait_.lock(), mirror_.lock())
+      ACQUIRED_BEFORE(khalf_.number_lock());
   ListNode rdllist_ GUARDED_BY(lock_);
-  // Kernel-half operations in flight (KernelOp); mixed instances only.
-  std::atomic<int> kops_{0};
   // The length of rdllist_, so that a wakeup can tell in O(1) whether a
   // waiter in its min_wait phase has its maxevents ready (WakeOneLocked).
   int nready_ GUARDED_BY(lock_) = 0;
@@ -315,27 +447,30 @@ class Eventpoll final : public File {
   // A lockless "events may be available" (ep_events_available), kept equal
   // to EventsAvailableLocked() at every unlock of lock_.
   std::atomic<bool> avail_{false};
+  // The token (kernel_side.cc): how many waiters_ sleep in the kernel half;
+  // whether a token was armed and no sleeper or harvest took it yet; whether
+  // it was armed for all of them (level-triggered, until the last leaves);
+  // and which wake eventfd the kernel half has registered.
+  int nkernel_sleepers_ GUARDED_BY(lock_) = 0;
+  bool token_pending_ GUARDED_BY(lock_) = false;
+  bool token_all_ GUARDED_BY(lock_) = false;
+  WakeFd::Handle token_fd_ GUARDED_BY(lock_);
 
   // Line 2: read by every wakeup's fast path (EpItemWake) and every wait;
   // written only when a thread starts or stops sleeping, or by set_params.
   // The length of waiters_, readable without lock_. Changed under lock_.
   alignas(kCacheLine) std::atomic<int> nwaiters_{0};
-  // The kernel half: set once (never cleared) when the instance first
-  // holds a kernel descriptor; then each of its numbers names a kernel
-  // epoll instance that holds them (kernel_half.cc).
+  // The kernel half may have events for a waiter: set once (never cleared)
+  // when the instance first holds a kernel descriptor, a child that may
+  // have them, or is made watchable. Until then waiters sleep on a futex.
   std::atomic<bool> mixed_{false};
   // A watchable instance (watchable.cc): set once, never cleared.
   std::atomic<bool> watchable_{false};
-  // Some instance below this one (or this one) has a kernel half that a
-  // waiter here must hear about through the bridge (kernel/bridge.h).
-  // Set under NestingLock(), never cleared.
-  std::atomic<bool> kernel_below_{false};
-  // A number of this instance whose kernel file is its kernel epoll, or
-  // -1. Every operation on the kernel half goes through it, pinned by
-  // kops_ (KernelOp); changes are serialized by kmu_, and a number that is
-  // closed or replaced is first swapped for another (NumberRemoved), so an
-  // operation never reaches a number the kernel has given to someone else.
-  std::atomic<int> knum_{-1};
+  // The application gave the kernel half a descriptor at some point, or a
+  // child that had one: a child cookie in a parent's kernel half may then
+  // be a kernel event (FilterCookies), and a fork child copies the kernel
+  // half's registrations. Set before the walk upward (BecomeMixed).
+  std::atomic<bool> kernel_fds_{false};
   // Parameters: written by set_params, read by waits; independent words.
   std::atomic<uint32_t> busy_poll_usecs_{0};
   std::atomic<uint16_t> busy_poll_budget_{0};
@@ -344,45 +479,40 @@ class Eventpoll final : public File {
 
   // Line 3: written by ctl ADD and DEL.
   alignas(kCacheLine) ItemTable items_ GUARDED_BY(mtx_);
+  // The items whose targets are instances, by cookie (child_table.h).
+  ChildTable children_ GUARDED_BY(mtx_);
   std::atomic<long> ep_refs_{1};
   // Which half a mixed instance's harvest serves first: they alternate, so
   // neither starves the other when maxevents is small.
   bool kernel_first_ GUARDED_BY(mtx_) = false;
-  // The bridge registration of the kernel half; written under NestingLock().
-  std::atomic<int> bridge_handle_{-1};
-  Mutex kmu_;  // serializes changes of knum_
-  // The mirror of a watchable instance: an always-readable eventfd (each
-  // arm adds 1 to its count, to wake the kernel half), registered in the kernel
-  // half with data mirror_tag_ and events EPOLLIN while the uepoll half has
-  // events (armed), 0 otherwise.
-  Mutex mirror_mu_ ACQUIRED_BEFORE(lock_);
-  int mirror_fd_ GUARDED_BY(mirror_mu_) = -1;
-  bool mirror_armed_ GUARDED_BY(mirror_mu_) = false;
-  uint64_t mirror_tag_ = 0;  // written once, before watchable_ is set
+  // The last stamp given to a two-pass harvest (EpItem::batch), 1..65535;
+  // every item's stamp is cleared when it wraps.
+  uint16_t batch_ GUARDED_BY(mtx_) = 0;
+  // The kernel half (numbers, operations) and the mirror of a watchable
+  // instance; each has its own lock (kernel/*.h).
+  KernelHalf khalf_;
+  Mirror mirror_;
 
   // Line 4: watchers of this instance: parent items, poll().
   alignas(kCacheLine) WaitQueue poll_wait_;
 
- public:
-  // Nesting-check state (nesting.cc), guarded by g_nested except gen_,
-  // which ADD reads under mtx_ (hence atomic).
+  // Nesting-check state (nesting.cc, NestingCheck, a friend), guarded by
+  // g_nested except gen_, which ADD reads under mtx_ (hence atomic).
   std::atomic<uint64_t> gen_{0};
-  uint64_t down_gen_ = 0;
-  int down_depth_ = 0;
-  uint64_t up_gen_ = 0;
-  int up_depth_ = 0;
+  uint64_t down_gen_ GUARDED_BY(g_nested) = 0;
+  int down_depth_ GUARDED_BY(g_nested) = 0;
+  uint64_t up_gen_ GUARDED_BY(g_nested) = 0;
+  int up_depth_ GUARDED_BY(g_nested) = 0;
 };
 
 // The last close of a watched file: remove every item that watches it
 // (eventpoll_release_file). Called from File::LastClose.
 void EpollReleaseFile(File* file);
 
-// uepoll_epoll_create1 and the checks of uepoll_epoll_ctl / _wait.
+// uepoll_epoll_create1 and the other calls capi/epoll_api.cc makes once
+// it has checked their arguments.
 int EpollCreate(int flags);
 int EpollMakeWatchable(int epfd);
-int EpollCtl(int epfd, int op, int fd, const epoll_event* event);
-int EpollWait(int epfd, epoll_event* events, int maxevents,
-              const WaitArgs& args);
 int EpollSetParams(int epfd, const EpollParams& p);
 int EpollGetParams(int epfd, EpollParams* p);
 

@@ -13,6 +13,7 @@
 //   ovf_next                ep->lock_
 //   queued                  written under ep->lock_ or by the scanner that
 //                           owns the item; read lockless by the callback
+//   batch                   ep->mtx_, by the scanner that owns the item
 //   wait                    the watched file's PollQueue().lock_
 //   fllink, dying           file->watch_lock_
 //
@@ -49,6 +50,11 @@ struct EpItem {
   // private list and not yet processed. Lets a wakeup skip lock_ when the
   // item is already queued and no thread waits (EpItemWake's fast path).
   std::atomic<bool> queued;
+  // The two-pass harvest (Eventpoll::SendEvents) that last reported the
+  // item in its first pass, or 0: its second pass must not report it
+  // again in the same batch. Written and read under ep->mtx_ by the
+  // scanner that owns the item.
+  uint16_t batch;
 
   int fd() const { return static_cast<int>(wait.aux); }
 };

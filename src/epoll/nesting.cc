@@ -5,24 +5,27 @@
 #include <algorithm>
 
 namespace uepoll::impl {
-namespace {
 
 Mutex g_nested;
+
+namespace {
+
 // Written under g_nested, read by ADD under an instance's mtx_.
 std::atomic<uint64_t> g_loop_check_gen{1};
 
-// fork() safety (issue 15, bug 5). g_nested is the one process-wide lock
-// (every other lock belongs to an object), so a child must never inherit
-// it held: a thread of the parent inside a nested ADD at the fork does
-// not exist in the child to release it, and the child's own first nested
-// ADD - on instances it made itself - would block forever. The prepare
-// handler takes it, so no check is in progress while fork() copies the
-// address space (the check's generation and the gen_ marks it leaves on
-// instances are then consistent too); the parent releases it; the child
-// releases the copy its forking thread holds. Lock order: g_nested is the
+// fork() safety (Fork.ChildDoesNestedAddsWhileParentThreadsDoNestedAdds).
+// g_nested is the one process-wide lock (every other lock belongs to an
+// object), so a child must never inherit it held: a thread of the parent inside
+// a nested ADD at the fork does not exist in the child to release it, and the
+// child's own first nested ADD - on instances it made itself - would block
+// forever. The prepare handler takes it, so no check is in progress while
+// fork() copies the address space (the check's generation and the gen_ marks it
+// leaves on instances are then consistent too); the parent releases it; the
+// child releases the copy its forking thread holds. Lock order: g_nested is the
 // outermost uepoll lock, and fork() is never called with a uepoll lock
 // held (handlers run before glibc takes its own locks, so a nested ADD
 // that allocates finishes first).
+// Unchecked: atfork handlers lock in one function and unlock in another.
 void PrepareFork() NO_THREAD_SAFETY_ANALYSIS { g_nested.Lock(); }
 void AfterFork() NO_THREAD_SAFETY_ANALYSIS { g_nested.Unlock(); }
 [[maybe_unused]] const int g_atfork_registered =
@@ -78,13 +81,13 @@ void NestingCheck::AddFile(File* f) {
 
 // How many instance links lead down from ep (0: none), or more than
 // kMaxNests if the walk meets the instance being inserted into (a cycle).
-int NestingCheck::DownDepth(Eventpoll* ep,
-                            int depth) NO_THREAD_SAFETY_ANALYSIS {
+int NestingCheck::DownDepth(Eventpoll* ep, int depth) {
   if (ep->down_gen_ == gen_) return ep->down_depth_;
   int result = 0;
   MutexLock l(ep->mtx_);
   ep->gen_.store(gen_, std::memory_order_release);
   ep->items_.ForEach([&](EpItem* epi) {
+    g_nested.AssertHeld();  // the analysis does not see into the lambda
     if (result > kMaxNests) return;
     if (epi->file->is_epoll()) {
       auto* child = static_cast<Eventpoll*>(epi->file);
@@ -103,11 +106,11 @@ int NestingCheck::DownDepth(Eventpoll* ep,
 }
 
 // How many instance links lead up from ep to an unwatched instance.
-int NestingCheck::UpDepth(Eventpoll* ep) NO_THREAD_SAFETY_ANALYSIS {
+int NestingCheck::UpDepth(Eventpoll* ep) {
   if (ep->up_gen_ == gen_) return ep->up_depth_;
   int result = 0;
   {
-    MutexLock l(ep->watch_lock_);
+    MutexLock l(ep->watch_lock());
     for (ListNode* n = ep->watchers_.next; n != &ep->watchers_; n = n->next) {
       EpItem* epi = UEPOLL_CONTAINER_OF(n, EpItem, fllink);
       result = std::max(result, UpDepth(epi->ep) + 1);
@@ -128,9 +131,9 @@ bool NestingCheck::TooManyPaths() {
 
 // Counts the wakeup paths from f up to unwatched instances. Holding f's
 // watch_lock_ keeps its items, and so their instances, alive.
-bool NestingCheck::PathsFrom(File* f, int depth) NO_THREAD_SAFETY_ANALYSIS {
+bool NestingCheck::PathsFrom(File* f, int depth) {
   if (depth > kMaxNests) return true;
-  MutexLock l(f->watch_lock_);
+  MutexLock l(f->watch_lock());
   for (ListNode* n = f->watchers_.next; n != &f->watchers_; n = n->next) {
     EpItem* epi = UEPOLL_CONTAINER_OF(n, EpItem, fllink);
     if (!epi->ep->watched()) {

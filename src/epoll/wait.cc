@@ -8,7 +8,6 @@
 #include "core/borrow.h"
 #include "core/fd_table.h"
 #include "epoll/eventpoll.h"
-#include "kernel/bridge.h"
 #include "timer/timer_queue.h"
 
 namespace uepoll::impl {
@@ -66,14 +65,24 @@ void Eventpoll::DoneScan(ListNode* txlist, int ntx, ListNode* requeue,
 class Eventpoll::WaiterGuard {
  public:
   WaiterGuard(Eventpoll* ep, EpWaiter* w) : ep_(ep), w_(w) {}
+  // Reached with w_ set only when a cancellation unwinds the sleep. A
+  // waiter that a waker picked (unlinked), or one asleep in the kernel
+  // half that may have taken the token, hands the wakeup on if events are
+  // still there: the kernel's cancelled waiter wakes the next exclusive
+  // one in the same way (HandoverEpoll.cancelled_picked_waiter_hands_the_
+  // wakeup_on).
   ~WaiterGuard() {
-    if (w_) Dequeue();
+    if (!w_) return;
+    MutexLock l(ep_->lock_);
+    bool picked = !w_->node.linked() || w_->in_kernel;
+    ep_->DequeueWaiterLocked(w_);
+    if (picked && ep_->EventsAvailableLocked()) ep_->WakeOneLocked();
   }
   WaiterGuard(const WaiterGuard&) = delete;
   WaiterGuard& operator=(const WaiterGuard&) = delete;
   // Returns whether the waiter was picked (unlinked by a waker) or events
   // are available.
-  bool Dequeue() NO_THREAD_SAFETY_ANALYSIS {
+  bool Dequeue() {
     MutexLock l(ep_->lock_);
     bool eavail = !w_->node.linked() || ep_->EventsAvailableLocked();
     ep_->DequeueWaiterLocked(w_);
@@ -90,8 +99,8 @@ uint32_t Eventpoll::ItemPoll(EpItem* epi, int depth) {
   return epi->file->Poll(depth) & epi->events.load(std::memory_order_relaxed);
 }
 
-int Eventpoll::SendUepollEvents(epoll_event* events,
-                                int maxevents) NO_THREAD_SAFETY_ANALYSIS {
+int Eventpoll::SendUepollEvents(epoll_event* events, int maxevents,
+                                uint16_t mark, uint16_t skip) {
   ListNode txlist, requeue;
   MutexLock m(mtx_);
   int ntx = StartScan(&txlist);
@@ -104,6 +113,16 @@ int Eventpoll::SendUepollEvents(epoll_event* events,
     // Before the poll (seq_cst pairs with the callback's load): a wakeup
     // after this point takes the slow path and chains the item again.
     epi->queued.store(false, std::memory_order_seq_cst);
+    if (skip && epi->batch == skip) {
+      // Reported by this batch's first pass: what followed its report
+      // then (LT: re-queued, else not) stands.
+      uint32_t ev = epi->events.load(std::memory_order_relaxed);
+      if (!(ev & (EPOLLET | EPOLLONESHOT))) {
+        requeue.PushBack(&epi->rdllink);
+        ++nrequeue;
+      }
+      continue;
+    }
     // Always re-poll: the hint only filtered; an item that went idle since
     // its wakeup is dropped (and not re-queued, even in LT mode).
     uint32_t revents = ItemPoll(epi, 1);
@@ -120,9 +139,17 @@ int Eventpoll::SendUepollEvents(epoll_event* events,
     events[res].events = revents;
     events[res].data.u64 = epi->data;
     ++res;
+    if (mark) epi->batch = mark;
     uint32_t ev = epi->events.load(std::memory_order_relaxed);
     if (ev & EPOLLONESHOT) {
       epi->events.store(ev & kEpPrivateBits, std::memory_order_relaxed);
+      // A child's kernel half registered in ours stops carrying EPOLLIN
+      // with it: else a kernel event below would queue its cookie, and our
+      // kernel half would answer poll() (and our parents) as readable for
+      // an item the kernel never queues while disabled
+      // (DiffFuzzKernelRegressions.nesting__oneshot_child_disabled_by_a_
+      // harvest_wakes_nothing). A MOD re-arms both (Modify).
+      if (epi->file->is_epoll()) ModChildLocked(epi);
     } else if (!(ev & EPOLLET)) {
       requeue.PushBack(&epi->rdllink);  // LT: round robin
       ++nrequeue;
@@ -134,10 +161,7 @@ int Eventpoll::SendUepollEvents(epoll_event* events,
   return res;
 }
 
-uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
-  // poll() of this instance (depth 0, no lock held): a kernel half below
-  // reports through the bridge only when someone reaps it (ReapBelow).
-  if (depth == 0) ReapBelow();
+uint32_t Eventpoll::Poll(int depth) {
   ListNode txlist, requeue;
   MutexLock m(mtx_);
   // Fast path: the first queued item is ready (the common case: an LT item
@@ -171,7 +195,9 @@ uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
   DoneScan(&txlist, ntx, &requeue, 0);
   // The kernel half is asked only when the uepoll half has nothing; the
   // mirror of a watchable instance is disarmed first (it would answer for
-  // the uepoll half, stale).
+  // the uepoll half, stale), and so is a token nobody took (KernelReady).
+  // A child's kernel half registered in ours answers for the child's kernel
+  // events (the kernel polls it), which is the item's readiness here.
   if (!res && watchable()) SyncMirror();
   if (!res && mixed_.load(std::memory_order_acquire) && KernelReady()) {
     res = EPOLLIN | EPOLLRDNORM;
@@ -179,7 +205,7 @@ uint32_t Eventpoll::Poll(int depth) NO_THREAD_SAFETY_ANALYSIS {
   return res;
 }
 
-int Eventpoll::PruneIdle() NO_THREAD_SAFETY_ANALYSIS {
+int Eventpoll::PruneIdle() {
   ListNode txlist, requeue;
   MutexLock m(mtx_);
   int ntx = StartScan(&txlist);
@@ -216,19 +242,10 @@ void Eventpoll::set_params(const EpollParams& p) {
   min_wait_ns_.store(p.min_wait_ns, std::memory_order_relaxed);
 }
 
-void Eventpoll::ReapBelow() {
-  // A kernel half's events reach the items watching its instance only when
-  // the bridge is reaped, which a sleeping waiter does when the bridge wakes
-  // it. A wait or poll that finds nothing queued would otherwise miss an
-  // event that arrived while nobody slept: turn them into wakeups first.
-  if (kernel_below_.load(std::memory_order_acquire)) Bridge::Reap();
-}
-
 int Eventpoll::Wait(epoll_event* events, int maxevents, const WaitArgs& args) {
   // An expiry no thread ran yet (docs/design.md, "Timers") must be seen by
   // this harvest as the kernel's interrupt would have made it seen.
   RunDueTimers();
-  ReapBelow();
   // Neither busy polling nor min_wait applies to a zero timeout.
   if (!args.deadline.is_zero()) {
     uint32_t busy_us = busy_poll_usecs_.load(std::memory_order_relaxed);
@@ -266,89 +283,197 @@ int Eventpoll::Wait(epoll_event* events, int maxevents, const WaitArgs& args) {
 // events, -EINTR, or 0 when nothing was ready (the caller then waits on to
 // the deadline and returns at the first event).
 //
-// A kernel half counts too: the first time it becomes ready during the
-// phase its events are harvested into the front of the batch, and it is
-// not watched again until the phase ends (its LT events would be harvested
-// twice otherwise); the final harvest then serves the uepoll half only.
+// A kernel half's events cannot be counted without harvesting them, and a
+// harvest during the phase would report an LT kernel event twice in the
+// batch or leave out the kernel events that came after it. So the phase
+// watches the kernel half only until it becomes readable, and then counts
+// it as one ready item; the one harvest at the end takes both halves, so
+// every kernel event ready by then is in the batch, once (the
+// BridgeMixedMinWait tests). The phase may thus last longer than the
+// kernel half's events alone would need: never longer than min_wait.
 int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
-                       int64_t min_wait_ns) NO_THREAD_SAFETY_ANALYSIS {
+                       int64_t min_wait_ns) {
   // Saturating: a min_wait too long to add to now is forever, and then the
   // timeout alone ends the phase.
   Deadline until =
       Deadline::Earlier(Deadline::AfterNs(min_wait_ns), args.deadline);
-  int collected = 0;  // kernel-half events already in events[0..collected)
-  bool watch_kernel = true;
-  auto finish = [&] {
-    epoll_event* rest = events ? events + collected : nullptr;
-    int n = collected ? SendUepollEvents(rest, maxevents - collected)
-                      : SendEvents(events, maxevents);
-    if (n < 0) return collected ? collected : n;
-    return collected + n;
-  };
+  // Only a kernel half that holds the application's descriptors (its own
+  // or a child's) has events to count; a mirror or a token is not one.
+  bool watch_kernel = kernel_fds_.load(std::memory_order_acquire);
+  int kernel_ready = 0;
   for (;;) {
     EpWaiter w;
     w.parker = &Parker::Current();
-    w.min_ready = maxevents - collected;
+    w.min_ready = maxevents - kernel_ready;
     bool enough;
     {
       MutexLock l(lock_);
-      enough = nready_ + collected >= maxevents;
+      enough = nready_ + kernel_ready >= maxevents;
       if (!enough) QueueWaiterLocked(&w);
     }
     if (enough) {
       // Count only items that are ready now: an LT item an earlier harvest
       // left queued may have gone idle since, and would end the phase
       // early with fewer than maxevents events.
-      if (PruneIdle() + collected >= maxevents) break;
+      if (PruneIdle() + kernel_ready >= maxevents) break;
       continue;
     }
-    pollfd kfds[3];
-    nfds_t nk = watch_kernel ? SleepSet(kfds) : 1;
+    pollfd kfds[2];
+    nfds_t nk = watch_kernel && !kernel_ready ? SleepSet(kfds) : 1;
     WaiterGuard guard(this, &w);
     Parker::Result r =
         w.parker->Park(until, args.sigmask, nk > 1 ? kfds : nullptr, nk);
     guard.Dequeue();
     if (r & Parker::kKernelReady) {
       AfterKernelSleep(kfds, nk);
-      if (mixed_.load(std::memory_order_acquire) && kfds[1].revents) {
-        int n = SendKernelEvents(events ? events + collected : nullptr,
-                                 maxevents - collected);
-        if (n > 0) collected += n;
-        watch_kernel = false;
-      }
+      if (kfds[1].revents & POLLIN) kernel_ready = 1;
     }
     // Interrupted (woken as well or not): harvest once, events found win.
     if (r & Parker::kInterrupted) {
-      int n = finish();
+      int n = SendEvents(events, maxevents);
       return n ? n : -EINTR;
     }
     if ((r & Parker::kTimedOut) || until.Expired()) break;
   }
   // Also hands the wakeup on to other waiters (DoneScan) if more is ready.
-  return finish();
+  return SendEvents(events, maxevents);
 }
 
-void Eventpoll::AfterKernelSleep(const pollfd* kfds, nfds_t nk) {
-  // Our kernel half's number reported closed: the application closed it
-  // with libc close(). Sleeping on it again would end at once, every time.
-  // (kfds[1] is the bridge when SleepSet found no kernel half: then it is
-  // not knum_, and this is a no-op.)
-  if (nk > 1 && (kfds[1].revents & POLLNVAL)) KernelNumberLost(kfds[1].fd);
-  // The bridge was ready: turn its events into the uepoll wakeups they
-  // stand for (kernel/bridge.h); ours may be among them.
-  if (kernel_below_.load(std::memory_order_relaxed) && kfds[nk - 1].revents) {
-    Bridge::Reap();
+int Eventpoll::SendEvents(epoll_event* events, int maxevents) {
+  if (!mixed_.load(std::memory_order_acquire)) {
+    return SendUepollEvents(events, maxevents);
   }
+  bool kernel_first;
+  uint16_t mark = 0;
+  {
+    MutexLock m(mtx_);
+    kernel_first = kernel_first_;
+    kernel_first_ = !kernel_first_;
+    if (!kernel_first) {
+      if (++batch_ == 0) {
+        // Wrapped: no item may keep a stamp a later batch is given.
+        items_.ForEach([](EpItem* epi) { epi->batch = 0; });
+        batch_ = 1;
+      }
+      mark = batch_;
+    }
+  }
+  int n = 0;
+  bool fault = false;
+  KernelHarvest h;
+  auto rest = [&] { return events ? events + n : nullptr; };
+  auto kernel = [&] {
+    h = SendKernelEvents(rest(), maxevents - n);
+    if (h.events < 0) {
+      fault = true;
+    } else {
+      n += h.events;
+    }
+  };
+  auto uepoll = [&](uint16_t stamp, uint16_t skip) {
+    int u = SendUepollEvents(rest(), maxevents - n, stamp, skip);
+    if (u < 0) {
+      fault = true;
+    } else {
+      n += u;
+    }
+  };
+  if (kernel_first) {
+    kernel();
+    if (n < maxevents) uepoll(0, 0);
+  } else {
+    uepoll(mark, 0);
+    if (n < maxevents) {
+      kernel();
+      // A child's cookie queued its item in the uepoll half just now: the
+      // child's event came before this harvest, so the kernel, whose item
+      // the child's wakeup queued at once, reports it in this batch too
+      // (DiffFuzzKernelRegressions.nesting__child_woken_by_its_cookie_is_in_
+      // the_same_batch). Items the first pass reported are not reported a
+      // second time.
+      if (h.children && n < maxevents) uepoll(0, mark);
+    }
+  }
+  if (h.token) HandOffToken();
+  // EFAULT only when nothing was delivered, as the kernel answers.
+  if (n == 0 && fault) return -EFAULT;
+  return n;
+}
+
+void Eventpoll::HandOffToken() {
+  // A token was meant for a sleeper of the kernel half; if what it stood
+  // for is still there, the next sleeper gets one.
+  MutexLock l(lock_);
+  if (!rdllist_.empty()) WakeOneLocked();
+}
+
+int Eventpoll::SleepInKernel(EpWaiter* w, epoll_event* events, int maxevents,
+                             const Deadline& deadline, const sigset_t* sigmask,
+                             bool* expired) {
+  struct Ctx {
+    Eventpoll* ep;
+    epoll_event* events;
+    int maxevents;
+    const sigset_t* mask;
+    int got;
+  } ctx{this, events, maxevents, sigmask, 0};
+  Parker::Result r;
+  {
+    WaiterGuard guard(this, w);
+    r = w->parker->ParkExternal(
+        deadline,
+        [](void* c, const Deadline& until) -> unsigned {
+          auto* x = static_cast<Ctx*>(c);
+          timespec ts;
+          int n = x->ep->khalf_.Wait(x->events, x->maxevents,
+                                     until.RemainingTimespec(&ts), x->mask);
+          if (n > 0 || n == -EFAULT) {
+            x->got = n;
+            return Parker::kKernelReady;
+          }
+          if (n == -EINTR) return Parker::kInterrupted;
+          if (until.Expired()) return Parker::kTimedOut;
+          // No number left (the last one closed under us): the caller
+          // decides again how to sleep.
+          return Parker::kKernelReady;
+        },
+        &ctx);
+    guard.Dequeue();
+  }
+  if (ctx.got == -EFAULT) return -EFAULT;
+  int n = 0;
+  if (ctx.got > 0) {
+    // The sleep was the kernel half's harvest; then the uepoll half's.
+    KernelHarvest h = SendKernelEvents(events, maxevents, ctx.got);
+    n = h.events;
+    if (n < maxevents &&
+        (h.children || h.token || avail_.load(std::memory_order_acquire))) {
+      int u = SendUepollEvents(events ? events + n : nullptr, maxevents - n);
+      if (u > 0) n += u;
+    }
+    if (h.token) HandOffToken();
+  }
+  if (n) return n;
+  if (r & Parker::kInterrupted) {
+    // Events found win over the signal, as in the kernel.
+    int m = SendEvents(events, maxevents);
+    return m ? m : -EINTR;
+  }
+  *expired = (r & Parker::kTimedOut) || deadline.Expired();
+  return 0;
 }
 
 int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
-                        const Deadline& deadline,
-                        const sigset_t* sigmask) NO_THREAD_SAFETY_ANALYSIS {
+                        const Deadline& deadline, const sigset_t* sigmask) {
   bool timed_out = deadline.is_zero();
-  // A kernel half is asked on every harvest: whether it has events is
-  // known only to the kernel.
+  // A kernel half is asked on every harvest (whether it has events is
+  // known only to the kernel), except by a waiter that will sleep in it:
+  // that sleep is the kernel half's harvest, so a wait that finds the
+  // uepoll half empty costs one system call, as the kernel's epoll_wait.
+  bool mixed = mixed_.load(std::memory_order_acquire);
+  bool masked = sigmask != nullptr;
   bool eavail = avail_.load(std::memory_order_acquire) ||
-                mixed_.load(std::memory_order_acquire);
+                (mixed && (timed_out || !SleepsInKernel(masked)));
   for (;;) {
     if (eavail) {
       int n = SendEvents(events, maxevents);
@@ -361,12 +486,26 @@ int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
     {
       MutexLock l(lock_);
       eavail = EventsAvailableLocked();
+      // Decided under lock_: a nested ADD of this instance (which makes it
+      // watched) or MakeWatchable changes the answer before it takes
+      // lock_ to wake the sleepers in the kernel half, so either it sees
+      // this waiter queued there or this waiter sees the change.
+      w.in_kernel = SleepsInKernel(masked);
       if (!eavail) QueueWaiterLocked(&w);
     }
     if (eavail) continue;
-    // The kernel half and the bridge, if any: the sleep ends when either
-    // has something (kernel/bridge.h).
-    pollfd kfds[3];
+    if (w.in_kernel) {
+      bool expired = false;
+      int n = SleepInKernel(&w, events, maxevents, deadline, sigmask, &expired);
+      if (n) return n;
+      timed_out = expired;
+      eavail =
+          avail_.load(std::memory_order_acquire) ||
+          (!SleepsInKernel(masked) && mixed_.load(std::memory_order_acquire));
+      continue;
+    }
+    // The kernel half, if any: the sleep ends when it has something too.
+    pollfd kfds[2];
     nfds_t nk = SleepSet(kfds);
     WaiterGuard guard(this, &w);
     Parker::Result r =
@@ -394,20 +533,6 @@ int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
       return -EINTR;
     }
   }
-}
-
-int EpollWait(int epfd, epoll_event* events, int maxevents,
-              const WaitArgs& args) {
-  // A borrow, not a reference: many threads wait on one instance, and a
-  // reference would make them all write to its refs_ line on every call.
-  // Wait pins the borrow before it sleeps or spins.
-  FileBorrow f = FdTable::Get().Borrow(epfd);
-  if (!f) return kNotUepoll;
-  constexpr int kMaxEvents = INT32_MAX / static_cast<int>(sizeof(epoll_event));
-  if (maxevents <= 0 || maxevents > kMaxEvents) return -EINVAL;
-  if (!f->is_epoll()) return -EINVAL;
-  // A NULL array faults only when an event is copied out (SendEvents).
-  return static_cast<Eventpoll*>(f.get())->Wait(events, maxevents, args);
 }
 
 int EpollSetParams(int epfd, const EpollParams& p) {

@@ -9,14 +9,21 @@
  * base/sys.h, which asks uepoll_interpose_libc() for libc's definitions
  * (base/libc_calls.h), so they never come back here.
  *
+ * The files: this one (libc's table, the kinds, the descriptor calls),
+ * interpose_numbers.c (the calls that return new kernel numbers, which
+ * release stale uepoll objects there), interpose_syscall.c (syscall()).
+ *
  * What cannot be covered is in README.md ("Adopting uepoll without editing
  * code"). To add a call: its libc name to UEPOLL_LIBC_CALLS (for the pass
- * through) and a definition below that calls uepoll_<name>.
+ * through) and a definition below that calls uepoll_<name>; if glibc has a
+ * fortified (_chk) entry point for it, that too; if it has a system call,
+ * a case in interpose_syscall.c.
  */
+/* Before any system header: the GNU declarations (interpose.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#define UEPOLL_INTERPOSE_BUILD 1
+#include "interpose/interpose.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -25,12 +32,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <uepoll/uepoll.h>
-
-#include "base/libc_calls.h"
-
-#define EXPORT __attribute__((visibility("default")))
+#include <sys/sendfile.h>
+#include <sys/stat.h>
 
 /* ---- libc's definitions --------------------------------------------- */
 
@@ -41,7 +44,7 @@ static pthread_once_t g_libc_once = PTHREAD_ONCE_INIT;
  * instead of jumping to null. Every entry is called with its own
  * signature; this one stands in for all of them, which the ABI allows for
  * an int return (the arguments are ignored). */
-static long Missing(void) {
+long uepoll_interpose_missing(void) {
   errno = ENOSYS;
   return -1;
 }
@@ -54,14 +57,15 @@ static void ResolveLibc(void) {
    * interceptors come before us, so uepoll's own calls to libc bypass them
    * (see README.md). */
   int saved_errno = errno;
-#define UEPOLL_RESOLVE(name)                                           \
-  {                                                                    \
-    void *p = dlsym(RTLD_NEXT, #name);                                 \
-    if (p) {                                                           \
-      memcpy(&g_libc.name, &p, sizeof p); /* POSIX's dlsym contract */ \
-    } else {                                                           \
-      g_libc.name = (__typeof__(g_libc.name))(void (*)(void))Missing;  \
-    }                                                                  \
+#define UEPOLL_RESOLVE(name)                                                 \
+  {                                                                          \
+    void *p = dlsym(RTLD_NEXT, #name);                                       \
+    if (p) {                                                                 \
+      memcpy(&g_libc.name, &p, sizeof p); /* POSIX's dlsym contract */       \
+    } else {                                                                 \
+      g_libc.name =                                                          \
+          (__typeof__(g_libc.name))(void (*)(void))uepoll_interpose_missing; \
+    }                                                                        \
   }
   UEPOLL_LIBC_CALLS(UEPOLL_RESOLVE)
 #undef UEPOLL_RESOLVE
@@ -78,7 +82,7 @@ EXPORT const struct uepoll_libc_calls *uepoll_interpose_libc(void) {
   return &g_libc;
 }
 
-static const struct uepoll_libc_calls *Libc(void) {
+const struct uepoll_libc_calls *uepoll_interpose_libc_calls(void) {
   return uepoll_interpose_libc();
 }
 
@@ -92,14 +96,6 @@ static const struct uepoll_libc_calls *Libc(void) {
  * command substitution) needs kernel pipes: UEPOLL_INTERPOSE=epoll,eventfd.
  * Every descriptor call still goes through uepoll, which passes the
  * kernel's descriptors on. */
-enum {
-  kEpoll = 1,
-  kEventfd = 2,
-  kPipe = 4,
-  kSocketpair = 8,
-  kTimerfd = 16,
-  kAll = 31
-};
 static unsigned g_kinds;
 static pthread_once_t g_kinds_once = PTHREAD_ONCE_INIT;
 
@@ -135,19 +131,22 @@ static void ParseKinds(void) {
   g_kinds = kinds;
 }
 
-static int Uses(unsigned kind) {
+int uepoll_interpose_uses(unsigned kind) {
   pthread_once(&g_kinds_once, ParseKinds);
   return (g_kinds & kind) != 0;
 }
 
 /* ---- epoll ------------------------------------------------------------ */
 
+/* In the modes where a constructor makes the kernel's object, the number
+ * it returns is a new kernel number: Fresh (interpose.h). */
 EXPORT int epoll_create(int size) {
-  return Uses(kEpoll) ? uepoll_epoll_create(size) : Libc()->epoll_create(size);
+  return Uses(kEpoll) ? uepoll_epoll_create(size)
+                      : Fresh(Libc()->epoll_create(size));
 }
 EXPORT int epoll_create1(int flags) {
   return Uses(kEpoll) ? uepoll_epoll_create1(flags)
-                      : Libc()->epoll_create1(flags);
+                      : Fresh(Libc()->epoll_create1(flags));
 }
 EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event) {
   return uepoll_epoll_ctl(epfd, op, fd, event);
@@ -170,14 +169,15 @@ EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
 
 EXPORT int eventfd(unsigned int initval, int flags) {
   return Uses(kEventfd) ? uepoll_eventfd(initval, flags)
-                        : Libc()->eventfd(initval, flags);
+                        : Fresh(Libc()->eventfd(initval, flags));
 }
 EXPORT int pipe(int pipefd[2]) {
-  return Uses(kPipe) ? uepoll_pipe(pipefd) : Libc()->pipe(pipefd);
+  return Uses(kPipe) ? uepoll_pipe(pipefd)
+                     : Fresh2(Libc()->pipe(pipefd), pipefd);
 }
 EXPORT int pipe2(int pipefd[2], int flags) {
   return Uses(kPipe) ? uepoll_pipe2(pipefd, flags)
-                     : Libc()->pipe2(pipefd, flags);
+                     : Fresh2(Libc()->pipe2(pipefd, flags), pipefd);
 }
 /* Stream pairs become uepoll's; datagram and seqpacket pairs stay the
  * kernel's, as under rename.h (uepoll has them too, but programs that
@@ -186,11 +186,11 @@ EXPORT int socketpair(int domain, int type, int protocol, int sv[2]) {
   if (domain == AF_UNIX && (type & 0xf) == SOCK_STREAM && Uses(kSocketpair)) {
     return uepoll_socketpair(domain, type, protocol, sv);
   }
-  return Libc()->socketpair(domain, type, protocol, sv);
+  return Fresh2(Libc()->socketpair(domain, type, protocol, sv), sv);
 }
 EXPORT int timerfd_create(int clockid, int flags) {
   return Uses(kTimerfd) ? uepoll_timerfd_create(clockid, flags)
-                        : Libc()->timerfd_create(clockid, flags);
+                        : Fresh(Libc()->timerfd_create(clockid, flags));
 }
 EXPORT int timerfd_settime(int fd, int flags,
                            const struct itimerspec *new_value,
@@ -210,6 +210,10 @@ EXPORT ssize_t write(int fd, const void *buf, size_t count) {
   return uepoll_write(fd, buf, count);
 }
 EXPORT int close(int fd) { return uepoll_close(fd); }
+EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
+  return uepoll_close_range(first, last, flags);
+}
+EXPORT void closefrom(int lowfd) { uepoll_closefrom(lowfd); }
 EXPORT int shutdown(int fd, int how) { return uepoll_shutdown(fd, how); }
 EXPORT int dup(int oldfd) { return uepoll_dup(oldfd); }
 EXPORT int dup2(int oldfd, int newfd) { return uepoll_dup2(oldfd, newfd); }
@@ -220,8 +224,9 @@ EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout) {
   return uepoll_poll(fds, nfds, timeout);
 }
 
-/* The I/O surface of issue 12: vectored and socket calls, ppoll, select,
- * pselect, ioctl. Each passes kernel descriptors to libc. */
+/* The rest of the I/O surface (README.md's table of calls): vectored and
+ * socket calls, ppoll, select, pselect, ioctl. Each passes kernel
+ * descriptors to libc. */
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt) {
   return uepoll_readv(fd, iov, iovcnt);
 }
@@ -255,8 +260,26 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
   return uepoll_sendmsg(fd, msg, flags);
 }
+/* Descriptors received over a kernel socket are new kernel numbers. */
+static void FreshRights(const struct msghdr *msg) {
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL;
+       c = CMSG_NXTHDR((struct msghdr *)msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const unsigned char *data = CMSG_DATA(c);
+    for (size_t i = 0; i < n; ++i) {
+      int fd;
+      memcpy(&fd, data + i * sizeof fd, sizeof fd);
+      Fresh(fd);
+    }
+  }
+}
 EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
-  return uepoll_recvmsg(fd, msg, flags);
+  /* Over a uepoll socket the descriptors are installed by uepoll itself. */
+  int kernel = !uepoll_is_uepoll_fd(fd);
+  ssize_t r = uepoll_recvmsg(fd, msg, flags);
+  if (r >= 0 && kernel && msg->msg_controllen > 0) FreshRights(msg);
+  return r;
 }
 EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
                  const sigset_t *sigmask) {
@@ -312,15 +335,137 @@ EXPORT int eventfd_write(int fd, eventfd_t value) {
   return uepoll_write(fd, &value, sizeof value) == sizeof value ? 0 : -1;
 }
 
-/* _FORTIFY_SOURCE turns read() and poll() with a buffer of known size into
- * these; glibc's versions call its internal read/poll. */
+/* ---- stat, socket options and names, sendfile, splice, pread --------- */
+
+EXPORT int fstat(int fd, struct stat *st) { return uepoll_fstat(fd, st); }
+EXPORT int fstat64(int fd, struct stat64 *st) {
+  return uepoll_fstat(fd, (struct stat *)st); /* one layout on 64-bit */
+}
+EXPORT int fstatat(int dirfd, const char *path, struct stat *st, int flags) {
+  return uepoll_fstatat(dirfd, path, st, flags);
+}
+EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *st,
+                     int flags) {
+  return uepoll_fstatat(dirfd, path, (struct stat *)st, flags);
+}
+EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask,
+                 struct statx *stx) {
+  return uepoll_statx(dirfd, path, flags, mask, stx);
+}
+/* What binaries built against glibc before 2.33 call for fstat and
+ * fstatat (vers: _STAT_VER, 1 on x86-64; 0, the kernel's layout, is the
+ * same struct there). */
+EXPORT int __fxstat(int vers, int fd, struct stat *st);
+EXPORT int __fxstat64(int vers, int fd, struct stat64 *st);
+EXPORT int __fxstatat(int vers, int dirfd, const char *path, struct stat *st,
+                      int flags);
+EXPORT int __fxstatat64(int vers, int dirfd, const char *path,
+                        struct stat64 *st, int flags);
+static int BadStatVersion(int vers) {
+  if (vers == 0 || vers == 1) return 0;
+  errno = EINVAL;
+  return 1;
+}
+int __fxstat(int vers, int fd, struct stat *st) {
+  return BadStatVersion(vers) ? -1 : uepoll_fstat(fd, st);
+}
+int __fxstat64(int vers, int fd, struct stat64 *st) {
+  return BadStatVersion(vers) ? -1 : uepoll_fstat(fd, (struct stat *)st);
+}
+int __fxstatat(int vers, int dirfd, const char *path, struct stat *st,
+               int flags) {
+  return BadStatVersion(vers) ? -1 : uepoll_fstatat(dirfd, path, st, flags);
+}
+int __fxstatat64(int vers, int dirfd, const char *path, struct stat64 *st,
+                 int flags) {
+  return BadStatVersion(vers)
+             ? -1
+             : uepoll_fstatat(dirfd, path, (struct stat *)st, flags);
+}
+
+EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len) {
+  return uepoll_getsockopt(fd, level, name, val, len);
+}
+EXPORT int setsockopt(int fd, int level, int name, const void *val,
+                      socklen_t len) {
+  return uepoll_setsockopt(fd, level, name, val, len);
+}
+EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len) {
+  return uepoll_getsockname(fd, addr.__sockaddr__, len);
+}
+EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len) {
+  return uepoll_getpeername(fd, addr.__sockaddr__, len);
+}
+
+EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count) {
+  return uepoll_sendfile(out_fd, in_fd, offset, count);
+}
+EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
+                          size_t count) {
+  return uepoll_sendfile(out_fd, in_fd, (off_t *)offset, count);
+}
+EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
+                      size_t len, unsigned int flags) {
+  return uepoll_splice(fd_in, (off_t *)off_in, fd_out, (off_t *)off_out, len,
+                       flags);
+}
+EXPORT ssize_t pread(int fd, void *buf, size_t count, off_t offset) {
+  return uepoll_pread(fd, buf, count, offset);
+}
+EXPORT ssize_t pread64(int fd, void *buf, size_t count, off64_t offset) {
+  return uepoll_pread(fd, buf, count, offset);
+}
+EXPORT ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {
+  return uepoll_pwrite(fd, buf, count, offset);
+}
+EXPORT ssize_t pwrite64(int fd, const void *buf, size_t count, off64_t offset) {
+  return uepoll_pwrite(fd, buf, count, offset);
+}
+
+/* ---- fortified entry points -------------------------------------------
+ *
+ * _FORTIFY_SOURCE turns calls with a buffer of known size into these
+ * (glibc 2.36's list, for the calls above: __read_chk, __pread_chk,
+ * __pread64_chk, __recv_chk, __recvfrom_chk, __poll_chk, __ppoll_chk);
+ * glibc's versions call its internal read, recv, poll... which no
+ * interposer sees. Each checks as glibc's does, then calls uepoll's. The
+ * FD_SET checks (__fdelt_chk, __fdelt_warn) are arithmetic on the number
+ * and work on uepoll numbers as they are; the fortified open entry points
+ * are in interpose_numbers.c. */
 extern void __chk_fail(void) __attribute__((noreturn));
 EXPORT ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen) {
   if (count > buflen) __chk_fail();
   return uepoll_read(fd, buf, count);
 }
+EXPORT ssize_t __pread_chk(int fd, void *buf, size_t count, off_t offset,
+                           size_t buflen) {
+  if (count > buflen) __chk_fail();
+  return uepoll_pread(fd, buf, count, offset);
+}
+EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t count, off64_t offset,
+                             size_t buflen) {
+  if (count > buflen) __chk_fail();
+  return uepoll_pread(fd, buf, count, offset);
+}
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
+                          int flags) {
+  if (len > buflen) __chk_fail();
+  return uepoll_recv(fd, buf, len, flags);
+}
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
+                              int flags, __SOCKADDR_ARG addr,
+                              socklen_t *addrlen) {
+  if (len > buflen) __chk_fail();
+  return uepoll_recvfrom(fd, buf, len, flags, addr.__sockaddr__, addrlen);
+}
 EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout,
                       size_t fdslen) {
   if (fdslen / sizeof *fds < nfds) __chk_fail();
   return uepoll_poll(fds, nfds, timeout);
+}
+EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
+                       const struct timespec *tmo, const sigset_t *sigmask,
+                       size_t fdslen) {
+  if (fdslen / sizeof *fds < nfds) __chk_fail();
+  return uepoll_ppoll(fds, nfds, tmo, sigmask);
 }

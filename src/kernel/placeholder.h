@@ -10,10 +10,10 @@
 // readable, never a valid epoll target, and never hangs a caller.
 //
 // The kernel allocates the number (lowest free first, RLIMIT_NOFILE
-// applies), so uepoll and kernel numbers cannot collide. An epoll instance
-// that holds kernel descriptors replaces its placeholders with its own
-// kernel epoll instance (epoll/kernel_half.h); the functions here copy
-// whatever kernel file a number has, so a dup of such an instance shares it.
+// applies), so uepoll and kernel numbers cannot collide. An epoll
+// instance's numbers hold its kernel half instead (kernel/kernel_half.h,
+// File::OpenKernelFile); the functions here copy whatever kernel file a
+// number has, so a dup of an instance shares it.
 #ifndef UEPOLL_SRC_KERNEL_PLACEHOLDER_H_
 #define UEPOLL_SRC_KERNEL_PLACEHOLDER_H_
 

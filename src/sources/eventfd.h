@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "core/file.h"
+#include "kernel/export.h"
 
 namespace uepoll::impl {
 
@@ -35,12 +36,31 @@ class EventFd final : public File {
     return ReadIterOneValue(it, sizeof(uint64_t));
   }
 
+  // Export (kernel/export.h): a kernel eventfd with the same count and
+  // flags; from then on every call goes there. 0 or -errno.
+  int Kernelize(ExportSession& s);
+  bool exported() const { return kfd_.get() >= 0; }
+  int kfd() const { return kfd_.get(); }
+
  private:
+  // A call that reached the eventfd after its export: the kernel's.
+  ssize_t ForwardOne(const void* buf, size_t n, bool write);
+
   const bool semaphore_;
   // The line every read and write changes, apart from the File header that
   // every call reads (see Eventpoll's layout): the queue and the count.
   alignas(kCacheLine) WaitQueue wq_;
   std::atomic<uint64_t> count_;  // written under wq_.lock_
+  // Set under wq_.lock_ by Kernelize, never cleared; beside count_, which
+  // every read and write touches anyway.
+  bool exported_ GUARDED_BY(wq_.lock()) = false;
+  ForwardFd kfd_;  // the kernel eventfd, once exported_; closed at release
+
+ protected:
+  void Release() override {
+    DropForward(&kfd_);
+    delete this;
+  }
 };
 
 // uepoll_eventfd: a new eventfd descriptor or -errno.

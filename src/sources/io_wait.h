@@ -39,32 +39,47 @@ enum class SignalRule { kRestartable, kPartial };
 // Sleeps on q until ready() holds. Returns 0, or -EINTR when a signal ended
 // the sleep (by `rule`) and ready() is still false. `exclusive` queues the
 // thread as an exclusive waiter (a wake with nr_exclusive 1 picks one).
+//
+// How an exclusive waiter answers the wakeup that picked it, on each way
+// out, is ThreadWaitEntry's rule (core/wait_queue.h): the test consumes
+// it; after a signal the entry leaves the queue before the last test; a
+// cancellation (pthread_cancel) in the sleep, or in ready() (a user
+// object's read callback), hands it to the next exclusive waiter, so that
+// a cancelled reader never leaves data behind with the others asleep.
 template <class Ready>
 int WaitForIo(WaitQueue& q, bool exclusive, SignalRule rule, Ready ready) {
   ThreadWaitEntry w;
   w.entry.kind = WaitKind::kThread;
   w.entry.flags = exclusive ? WaitEntry::kExclusive : 0;
   w.parker = &Parker::Current();
-  // The entry lives on this stack: it leaves the queue on every way out,
-  // a cancellation (pthread_cancel) unwinding the sleep included.
+  // The entry lives on this stack: it leaves the queue on every way out.
+  // Only an unwinding reaches this with the entry still ours (queued):
+  // the returns below leave first.
   struct Unhook {
     WaitQueue& q;
-    WaitEntry* e;
-    ~Unhook() { q.Remove(e); }
-  } unhook{q, &w.entry};
+    ThreadWaitEntry& w;
+    ~Unhook() { w.Leave(q, /*pass_on=*/true); }
+  } unhook{q, w};
   for (;;) {
     {
-      MutexLock l(q.lock_);
+      MutexLock l(q.lock());
       // A wake unlinks the entry (autoremove); hook it again before the
       // next test so that no wake between the test and the sleep is lost.
-      if (!w.entry.node.linked()) q.AddLocked(&w.entry);
+      if (!w.entry.node.linked()) w.AddLocked(q);
     }
     if (ready()) break;
     Parker::Result r = rule == SignalRule::kRestartable
                            ? w.parker->ParkIo()
                            : w.parker->Park(Deadline::Infinite(), nullptr);
-    if ((r & Parker::kInterrupted) && !ready()) return -EINTR;
+    if (r & Parker::kInterrupted) {
+      // Off the queue, then the last test: a wake that picked us before
+      // this is answered by the test, a later one picks another waiter.
+      w.Leave(q, /*pass_on=*/false);
+      if (!ready()) return -EINTR;
+      return 0;
+    }
   }
+  w.Leave(q, /*pass_on=*/false);
   return 0;
 }
 

@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 
@@ -45,8 +46,12 @@
 #include "base/sys.h"
 #include "core/fd_table.h"
 #include "core/file.h"
+#include "core/inode.h"
 #include "core/io_iter.h"
+#include "core/sigio.h"
+#include "kernel/export.h"
 #include "sources/io_wait.h"
+#include "sources/pipe_inode.h"
 #include "sources/pipe_page.h"
 
 namespace uepoll::impl {
@@ -56,133 +61,15 @@ namespace {
 // on this machine) pipe2 accepts the flag and then fails ENOPKG.
 constexpr int kNotificationPipe = O_EXCL;
 
-struct PipeBuf {
-  Page* page = nullptr;
-  uint32_t offset = 0;
-  uint32_t len = 0;
-  bool packet = false;  // PIPE_BUF_FLAG_PACKET (written in O_DIRECT mode)
-};
-
-class PipeInode {
- public:
-  UEPOLL_ALLOCATED_CLASS
-  PipeInode() = default;
-  PipeInode(const PipeInode&) = delete;
-  PipeInode& operator=(const PipeInode&) = delete;
-  ~PipeInode() NO_THREAD_SAFETY_ANALYSIS {  // the last end is gone
-    for (unsigned i = tail_; i != head_; ++i) delete Slot(i).page;
-    delete tmp_page_;
-    if (bufs_ != inline_bufs_) DeleteArray(bufs_);
-  }
-
-  uint32_t PollRead();
-  uint32_t PollWrite();
-  ssize_t Read(IoIter& to, bool nonblock);
-  ssize_t Write(IoIter& from, bool nonblock, bool packet);
-  // F_GETPIPE_SZ / F_SETPIPE_SZ (pipe_fcntl): the capacity in bytes, or
-  // -errno.
-  long Size() EXCLUDES(mu_) {
-    MutexLock l(mu_);
-    return static_cast<long>(max_usage_) * kPipePageSize;
-  }
-  long SetSize(unsigned int arg) EXCLUDES(mu_);
-  // FIONREAD: the bytes in the pipe.
-  int Unread() EXCLUDES(mu_);
-  // pipe_release for one end; frees the inode when both ends are gone.
-  void ReleaseEnd(bool reader);
-
-  WaitQueue rd_wait_;  // read end's watchers and blocked readers
-  WaitQueue wr_wait_;  // write end's watchers and blocked writers
-
- private:
-  PipeBuf& Slot(unsigned i) REQUIRES(mu_) { return bufs_[i & ring_mask_]; }
-  bool EmptyLocked() const REQUIRES(mu_) { return head_ == tail_; }
-  bool FullLocked() const REQUIRES(mu_) { return head_ - tail_ >= max_usage_; }
-  bool Readable() EXCLUDES(mu_) {
-    MutexLock l(mu_);
-    return !EmptyLocked() || writers_ == 0;
-  }
-  bool Writable() EXCLUDES(mu_) {
-    MutexLock l(mu_);
-    return !FullLocked() || readers_ == 0;
-  }
-  // How many pages a write of `left` bytes will likely need: one per page
-  // of data, at most one per free slot, and at least one (the slot count may
-  // be stale by the time mu_ is taken).
-  unsigned PagesWanted(size_t left) const {
-    unsigned used = used_hint_.load(std::memory_order_relaxed);
-    unsigned max = max_hint_.load(std::memory_order_relaxed);
-    unsigned free_slots = used >= max ? 1 : max - used;
-    size_t pages = (left + kPipePageSize - 1) / kPipePageSize;
-    return static_cast<unsigned>(std::min<size_t>(pages, free_slots));
-  }
-  // Pages the write can likely do without allocating: the cached
-  // tmp_page_, or (for a sub-page write into a non-empty pipe) the merge.
-  unsigned Cached(size_t left) const {
-    if (left < kPipePageSize &&
-        used_hint_.load(std::memory_order_relaxed) != 0) {
-      return 1;
-    }
-    return has_tmp_hint_.load(std::memory_order_relaxed) ? 1 : 0;
-  }
-  void SyncHint() REQUIRES(mu_) {
-    used_hint_.store(head_ - tail_, std::memory_order_relaxed);
-    has_tmp_hint_.store(tmp_page_ != nullptr, std::memory_order_relaxed);
-  }
-
-  Mutex mu_;  // the kernel's pipe->mutex
-  // The ring (the kernel's pipe->bufs): ring_mask_ + 1 slots, a power of
-  // two, of which max_usage_ may be used. The default 16 slots live in the
-  // inode itself; F_SETPIPE_SZ beyond that allocates a larger ring.
-  PipeBuf inline_bufs_[kPipeSlots] GUARDED_BY(mu_);
-  PipeBuf* bufs_ GUARDED_BY(mu_) = inline_bufs_;
-  unsigned ring_mask_ GUARDED_BY(mu_) = kPipeSlots - 1;
-  unsigned max_usage_ GUARDED_BY(mu_) = kPipeSlots;
-  unsigned head_ GUARDED_BY(mu_) = 0;
-  unsigned tail_ GUARDED_BY(mu_) = 0;
-  int readers_ GUARDED_BY(mu_) = 1;
-  int writers_ GUARDED_BY(mu_) = 1;
-  // One drained page kept for the next write (the kernel's tmp_page).
-  Page* tmp_page_ GUARDED_BY(mu_) = nullptr;
-  // The kernel's poll_usage: once the pipe was polled, every write wakes
-  // rd_wait (epoll's "every write is an edge"). Set, never cleared.
-  std::atomic<bool> poll_usage_{false};
-  // head_ - tail_ and max_usage_ as last seen under mu_; they only size the
-  // page pre-allocation.
-  std::atomic<unsigned> used_hint_{0};
-  std::atomic<unsigned> max_hint_{kPipeSlots};
-  std::atomic<bool> has_tmp_hint_{false};  // tmp_page_ != nullptr, a hint
-  std::atomic<int> ends_{2};
-};
-
-// Pages a read drained, chained through their own first bytes and freed
-// once the pipe's mutex is released (a read may drain any number of
-// slots; the pages are ours, so the chain needs no memory).
-class DrainedPages {
- public:
-  DrainedPages() = default;
-  DrainedPages(const DrainedPages&) = delete;
-  DrainedPages& operator=(const DrainedPages&) = delete;
-  ~DrainedPages() { FreeAll(); }
-  void Push(Page* p) {
-    std::memcpy(p->bytes, &head_, sizeof head_);
-    head_ = p;
-  }
-  void FreeAll() {
-    while (Page* p = head_) {
-      std::memcpy(&head_, p->bytes, sizeof head_);
-      delete p;
-    }
-  }
-
- private:
-  Page* head_ = nullptr;
-};
+}  // namespace
 
 uint32_t PipeInode::PollRead() {
   poll_usage_.store(true, std::memory_order_relaxed);
   MutexLock l(mu_);
   uint32_t mask = 0;
+  // An exported pipe reports nothing: its registrations are moving to the
+  // kernel object, which reports for it (kernel/export.h).
+  if (exported_.load(kRelaxed)) return 0;
   if (!EmptyLocked()) mask |= EPOLLIN | EPOLLRDNORM;
   if (writers_ == 0) mask |= EPOLLHUP;
   return mask;
@@ -192,6 +79,7 @@ uint32_t PipeInode::PollWrite() {
   poll_usage_.store(true, std::memory_order_relaxed);
   MutexLock l(mu_);
   uint32_t mask = 0;
+  if (exported_.load(kRelaxed)) return 0;
   if (!FullLocked()) mask |= EPOLLOUT | EPOLLWRNORM;
   if (readers_ == 0) mask |= EPOLLERR;
   return mask;
@@ -209,6 +97,13 @@ ssize_t PipeInode::Read(IoIter& to, bool nonblock) {
   DrainedPages to_free;
   mu_.Lock();
   for (;;) {
+    if (exported_.load(kRelaxed)) {
+      // Exported (now, or while we slept): the rest is the kernel's. What
+      // this call already read is returned first.
+      if (ret) break;
+      mu_.Unlock();
+      return ForwardRead(kfd(true), to);
+    }
     if (!EmptyLocked()) {
       PipeBuf& b = Slot(tail_);
       size_t chars = std::min<size_t>(b.len, total);
@@ -251,6 +146,7 @@ ssize_t PipeInode::Read(IoIter& to, bool nonblock) {
     mu_.Unlock();
     if (wake_writer) wr_wait_.WakeUp(EPOLLOUT | EPOLLWRNORM, 1);
     wake_writer = false;
+    fasync_[1].Kill(POLL_OUT);
     int r = WaitForIo(rd_wait_, /*exclusive=*/true, SignalRule::kRestartable,
                       [this] { return Readable(); });
     if (r) return r;
@@ -265,6 +161,9 @@ ssize_t PipeInode::Read(IoIter& to, bool nonblock) {
   to_free.FreeAll();
   if (wake_writer) wr_wait_.WakeUp(EPOLLOUT | EPOLLWRNORM, 1);
   if (wake_next_reader) rd_wait_.WakeUp(EPOLLIN | EPOLLRDNORM, 1);
+  // pipe_read signals the write end's owner after every read that got
+  // this far, whatever it read (an EAGAIN included).
+  fasync_[1].Kill(POLL_OUT);
   return ret;
 }
 
@@ -280,6 +179,10 @@ ssize_t PipeInode::Write(IoIter& from, bool nonblock, bool packet) {
   // failing does in pipe_write.
   bool oom = !pool.Fill(PagesWanted(left) - Cached(left));
   mu_.Lock();
+  if (exported_.load(kRelaxed)) {  // kernel/export.h
+    mu_.Unlock();
+    return ForwardWrite(kfd(false), from);
+  }
   bool was_empty = EmptyLocked();
   if (readers_ == 0) {
     sigpipe = true;
@@ -309,6 +212,14 @@ ssize_t PipeInode::Write(IoIter& from, bool nonblock, bool packet) {
     }
   }
   for (;;) {
+    if (exported_.load(kRelaxed)) {
+      // Exported while mu_ was dropped (an allocation, a sleep): what was
+      // written is returned; a call that wrote nothing yet goes on in the
+      // kernel (kernel/export.h).
+      if (ret) break;
+      mu_.Unlock();
+      return ForwardWrite(kfd(false), from);
+    }
     if (readers_ == 0) {
       sigpipe = true;
       if (!ret) ret = -EPIPE;
@@ -331,7 +242,8 @@ ssize_t PipeInode::Write(IoIter& from, bool nonblock, bool packet) {
           // Relock: was_empty recomputed because a reader may have drained
           // the pipe while mu_ was dropped and gone to sleep on rd_wait_;
           // the page written next makes the pipe non-empty again, and this
-          // write is then the only one that can wake it (issue 15, bug 1).
+          // write is then the only one that can wake it
+          // (MultiWriter.PipeNeverPolledBlockingWritersBlockingReader).
           // OR-ed in: a wake owed for what we wrote before the drop is
           // still owed. readers_ and the slot count are re-tested by the
           // loop below, the merge is not retried (D15).
@@ -371,6 +283,7 @@ ssize_t PipeInode::Write(IoIter& from, bool nonblock, bool packet) {
     }
     mu_.Unlock();
     if (was_empty) rd_wait_.WakeUp(EPOLLIN | EPOLLRDNORM, 1);
+    fasync_[0].Kill(POLL_IN);
     int r = WaitForIo(wr_wait_, /*exclusive=*/true,
                       ret ? SignalRule::kPartial : SignalRule::kRestartable,
                       [this] { return Writable(); });
@@ -394,19 +307,33 @@ out:
     rd_wait_.WakeUp(EPOLLIN | EPOLLRDNORM, 1);
   }
   if (wake_next_writer) wr_wait_.WakeUp(EPOLLOUT | EPOLLWRNORM, 1);
+  // SIGPIPE is thread-directed and delivered first, as the kernel
+  // dequeues a thread's own signals before the process's.
   if (sigpipe) RaiseSigpipe();
+  // pipe_write signals the read end's owner after every write that got
+  // this far (an EPIPE or EAGAIN included).
+  fasync_[0].Kill(POLL_IN);
   return ret;
 }
 
+namespace {
+
 // fs.pipe-max-size as the kernel has it now (it may change at any time), or
-// its default when it cannot be read.
+// its default when it cannot be read (a full descriptor table: EMFILE).
+// errno is left as it was: the F_SETPIPE_SZ that asks may still succeed
+// (IoctlPipeSize.pipe_size__a_full_descriptor_table_leaves_errno_alone).
 unsigned long PipeMaxSize() {
   constexpr unsigned long kDefault = 1048576;
+  int saved = errno;
   int fd = sys::Open("/proc/sys/fs/pipe-max-size", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return kDefault;
+  if (fd < 0) {
+    errno = saved;
+    return kDefault;
+  }
   char text[32];
   ssize_t n = sys::Read(fd, text, sizeof text - 1);
   sys::Close(fd);
+  errno = saved;
   if (n <= 0) return kDefault;
   text[n] = '\0';
   char* end = nullptr;
@@ -421,6 +348,8 @@ unsigned long RoundPipeSize(unsigned int size) {
   if (size < kPipePageSize) return kPipePageSize;
   return std::bit_ceil(size);
 }
+
+}  // namespace
 
 long PipeInode::SetSize(unsigned int arg) {
   // pipe_set_size's order: the size (EINVAL), growing beyond
@@ -484,8 +413,10 @@ int PipeInode::Unread() {
 
 void PipeInode::ReleaseEnd(bool reader) {
   bool wake;
+  DropForward(&kfd_[reader ? 0 : 1]);
   {
     MutexLock l(mu_);
+    end_[reader ? 0 : 1] = nullptr;
     if (reader) {
       --readers_;
     } else {
@@ -498,68 +429,11 @@ void PipeInode::ReleaseEnd(bool reader) {
   if (wake) {
     rd_wait_.WakeUp(0, 0);
     wr_wait_.WakeUp(0, 0);
+    fasync_[0].Kill(POLL_IN);
+    fasync_[1].Kill(POLL_OUT);
   }
   if (ends_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
 }
-
-class PipeEnd final : public File {
- public:
-  PipeEnd(PipeInode* inode, bool reader, uint32_t f_flags)
-      : File(FileKind::kPipe, f_flags), inode_(inode), reader_(reader) {}
-
-  uint32_t Poll(int) override {
-    return reader_ ? inode_->PollRead() : inode_->PollWrite();
-  }
-  WaitQueue& PollQueue() override {
-    return reader_ ? inode_->rd_wait_ : inode_->wr_wait_;
-  }
-  ssize_t Read(void* buf, size_t count) override {
-    iovec seg;
-    IoIter it = IoIter::Single(buf, count, seg);
-    return ReadIter(it);
-  }
-  ssize_t Write(const void* buf, size_t count) override {
-    iovec seg;
-    IoIter it = IoIter::Single(const_cast<void*>(buf), count, seg);
-    return WriteIter(it);
-  }
-  ssize_t ReadIter(IoIter& it) override {
-    if (!reader_) return -EBADF;
-    return inode_->Read(it, nonblock());
-  }
-  ssize_t WriteIter(IoIter& it) override {
-    if (reader_) return -EBADF;
-    return inode_->Write(it, nonblock(), flags() & O_DIRECT);
-  }
-  // pipe_ioctl: FIONREAD on either end; nothing else.
-  int Ioctl(unsigned long cmd, unsigned long arg) override {
-    if (cmd != FIONREAD) return -ENOTTY;
-    int n = inode_->Unread();
-    if (UserFault(reinterpret_cast<void*>(arg))) return -EFAULT;
-    std::memcpy(reinterpret_cast<void*>(arg), &n, sizeof n);
-    return 0;
-  }
-  // Pipes have FMODE_CAN_ODIRECT: F_SETFL may switch packet mode.
-  int SetStatusFlags(uint32_t arg) override {
-    constexpr uint32_t kSettable = O_APPEND | O_NONBLOCK | O_NOATIME | O_DIRECT;
-    uint32_t old = flags();
-    set_flags((old & ~kSettable) | (arg & kSettable));
-    return 0;
-  }
-  PipeInode* inode() const { return inode_; }
-
- protected:
-  void Release() override {
-    inode_->ReleaseEnd(reader_);
-    delete this;
-  }
-
- private:
-  PipeInode* const inode_;  // shared; freed by the last end's Release()
-  const bool reader_;
-};
-
-}  // namespace
 
 int CreatePipe(int fds[2], int flags) {
   if (flags & ~(O_CLOEXEC | O_NONBLOCK | O_DIRECT | kNotificationPipe)) {
@@ -595,14 +469,34 @@ int CreatePipe(int fds[2], int flags) {
     w->Unref();
     return err;
   }
+  inode->SetEnds(r, w);
   table.InstallReserved2(idx, r, w, flags & O_CLOEXEC, fds);
   return 0;
+}
+
+ssize_t PipeReadIter(File* f, IoIter& it, bool nonblock) {
+  return static_cast<PipeEnd*>(f)->inode()->Read(it, nonblock);
+}
+
+ssize_t PipeWriteIter(File* f, IoIter& it, bool nonblock) {
+  return static_cast<PipeEnd*>(f)->inode()->Write(it, nonblock,
+                                                  f->flags() & O_DIRECT);
+}
+
+bool SamePipe(File* a, File* b) {
+  return a->kind() == FileKind::kPipe && b->kind() == FileKind::kPipe &&
+         static_cast<PipeEnd*>(a)->inode() == static_cast<PipeEnd*>(b)->inode();
 }
 
 long PipeFcntl(File* f, int cmd, unsigned long arg) {
   // get_pipe_info: any other kind of file is EBADF.
   if (f->kind() != FileKind::kPipe) return -EBADF;
   PipeInode* inode = static_cast<PipeEnd*>(f)->inode();
+  if (inode->exported()) {  // a call in progress at the export
+    int r =
+        sys::Fcntl(inode->kfd((f->flags() & O_ACCMODE) == O_RDONLY), cmd, arg);
+    return r < 0 ? -errno : r;
+  }
   switch (cmd) {
     case F_GETPIPE_SZ:
       return inode->Size();

@@ -13,9 +13,12 @@
 
 #include "base/alloc.h"
 #include "base/caps.h"
+#include "base/private_fd.h"
 #include "base/sys.h"
 #include "core/fd_table.h"
+#include "kernel/export.h"
 #include "sources/io_wait.h"
+#include "sources/no_cancel.h"
 #include "sources/unix_common.h"
 #include "sources/unix_gc.h"
 
@@ -123,6 +126,9 @@ int ScmSend(const void* control, size_t controllen, ScmFiles** out) {
             ScmFiles::Entry e{nullptr, -1};
             if (f) {
               e.file = f.release();
+              // An instance travels with its kernel half (its numbers may
+              // all close before it is received): a copy, or -1.
+              e.kfd = e.file->DupKernelFileForFlight();
             } else {
               // fget_raw of a kernel descriptor: uepoll holds a copy.
               int dup = sys::Fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -130,6 +136,8 @@ int ScmSend(const void* control, size_t controllen, ScmFiles** out) {
                 err = -errno;
                 break;
               }
+              // Off the numbers the application would get next.
+              dup = MovePrivateFd(dup);
               FdTable::Get().ForgetOrphan(dup);
               e.kfd = dup;
             }
@@ -185,13 +193,16 @@ int RejectUepollRights(const msghdr* msg) {
 }
 
 ScmFiles* ScmClone(const ScmFiles& src) {
+  // Called under the queue's pair lock: the close() of a failed copy must
+  // not unwind from there (NoCancel).
+  NoCancel no_cancel;
   ScmFiles* fp = ScmFiles::Alloc(src.count_);
   if (!fp) return nullptr;
   for (int i = 0; i < src.count_; ++i) {
     const ScmFiles::Entry& e = src.entries_[i];
     ScmFiles::Entry c{e.file, -1};
-    if (!e.file) {
-      c.kfd = sys::Fcntl(e.kfd, F_DUPFD_CLOEXEC, 0);
+    if (e.kfd >= 0) {
+      c.kfd = MovePrivateFd(sys::Fcntl(e.kfd, F_DUPFD_CLOEXEC, 0));
       if (c.kfd < 0) {
         for (int j = 0; j < fp->count_; ++j) {
           if (fp->entries_[j].kfd >= 0) sys::Close(fp->entries_[j].kfd);
@@ -211,20 +222,23 @@ ScmFiles* ScmClone(const ScmFiles& src) {
 }
 
 void DestroyScmFiles(ScmFiles* fp) {
+  // Each close() is a cancellation point and each Unref may run a release
+  // callback: a cancellation half way would leak the rest (NoCancel).
+  NoCancel no_cancel;
   if (fp->owner) UnixGc::Dequeued(fp);
   for (int i = 0; i < fp->count_; ++i) {
     ScmFiles::Entry& e = fp->entries_[i];
-    if (e.file) {
-      e.file->Unref();
-    } else if (e.kfd >= 0) {
-      sys::Close(e.kfd);
-    }
+    if (e.file) e.file->Unref();
+    if (e.kfd >= 0) sys::Close(e.kfd);
   }
   fp->~ScmFiles();
   Deallocate(fp);
 }
 
 void ScmRecv(RecvArgs& a, ScmFiles* fp) {
+  // Descriptors installed and a list half handed over cannot be unwound:
+  // the receive completes (NoCancel), as the kernel's scm_detach_fds does.
+  NoCancel no_cancel;
   if (!a.control) {
     // scm_recv_unix: no buffer at all; the descriptors are lost.
     a.msg_flags |= MSG_CTRUNC;
@@ -245,10 +259,20 @@ void ScmRecv(RecvArgs& a, ScmFiles* fp) {
     if (UserFault(data + i * sizeof(int))) break;
     ScmFiles::Entry& e = fp->at(i);
     int fd;
-    if (e.file) {
-      fd = FdTable::Get().Install(e.file, cloexec);
+    if (e.file && IsExported(e.file)) {
+      // Converted while in flight (kernel/export.h): the kernel object
+      // that stands for it.
+      fd = DupExported(e.file, cloexec);
+      if (fd < 0) break;
+      e.file->Unref();
+      e.file = nullptr;
+      if (e.kfd >= 0) sys::Close(e.kfd);
+      e.kfd = -1;
+    } else if (e.file) {
+      fd = FdTable::Get().InstallFlight(e.file, cloexec, e.kfd);
       if (fd < 0) break;
       e.file = nullptr;  // the descriptor owns the reference now
+      if (e.kfd >= 0) sys::Close(e.kfd);
       e.kfd = -1;
     } else {
       fd = sys::Fcntl(e.kfd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, 0);

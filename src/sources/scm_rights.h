@@ -37,7 +37,10 @@ class ScmFiles {
 
   struct Entry {
     File* file;  // a uepoll file with one reference, or nullptr
-    int kfd;     // else: uepoll's duplicate of a kernel descriptor
+    // With file: a copy of its kernel file to install at the received
+    // number (an instance's kernel half, File::DupKernelFileForFlight), or
+    // -1. Without: uepoll's duplicate of a kernel descriptor.
+    int kfd;
   };
 
   int count() const { return count_; }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <new>
 
+#include "base/caps.h"
 #include "core/fd_table.h"
 #include "timer/clock_set.h"
 
@@ -30,15 +31,7 @@ bool ValidClock(int clockid) {
 
 // capable(CAP_WAKE_ALARM), asked of the calling thread (capabilities are
 // per thread, as the kernel checks them).
-bool HasWakeAlarm() {
-  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2] = {};
-  int saved = errno;
-  bool ok = syscall(SYS_capget, &hdr, data) == 0;
-  errno = saved;
-  return ok &&
-         (data[CAP_WAKE_ALARM / 32].effective & (1u << (CAP_WAKE_ALARM % 32)));
-}
+bool HasWakeAlarm() { return HasCapability(CAP_WAKE_ALARM); }
 
 // The bases a timer on `clockid` can run on, whatever settime asks later.
 unsigned BasesFor(int clockid) {
@@ -108,7 +101,7 @@ void TimerFd::Release() {
 void TimerFd::FireNode(TimerNode* n) {
   auto* t = static_cast<TimerFd*>(n->owner);
   {
-    MutexLock l(t->wq_.lock_);
+    MutexLock l(t->wq_.lock());
     // Re-decided under the lock: settime or a read may have re-armed or
     // disarmed the timer since the queue popped it.
     if (t->active_) {
@@ -185,7 +178,7 @@ bool TimerFd::CanceledLocked() {
 
 uint32_t TimerFd::Poll(int) {
   if (might_cancel_.load(std::memory_order_relaxed)) {
-    MutexLock l(wq_.lock_);
+    MutexLock l(wq_.lock());
     SyncClockSetLocked();
   }
   // timerfd reports EPOLLIN alone (no RDNORM).
@@ -199,11 +192,13 @@ ssize_t TimerFd::Read(void* buf, size_t count) {
   uint64_t ticks = 0;
   int res = 0;
   {
-    MutexLock l(wq_.lock_);
+    MutexLock l(wq_.lock());
     SyncClockSetLocked();
     if (nonblock()) {
       res = -EAGAIN;
     } else {
+      // Unchecked lambda: WaitEventLocked calls it with wq_.lock_ held, which
+      // clang cannot see from the lambda's body.
       res = WaitEventLocked(wq_, false, [this]() NO_THREAD_SAFETY_ANALYSIS {
         SyncClockSetLocked();
         return ticks_.load(std::memory_order_relaxed) != 0;
@@ -246,7 +241,7 @@ int TimerFd::SetTime(int flags, const itimerspec& value, itimerspec* old) {
     if (int r = TimerQueue::Get().EnsureThread()) return r;
   }
   RunDueTimers();  // the old value tells of an expiry that is due
-  MutexLock l(wq_.lock_);
+  MutexLock l(wq_.lock());
   SetupCancelLocked(flags);
   // A step seen now counts as one that happened before this call (the
   // kernel's clock_was_set runs asynchronously): its tick is dropped with
@@ -280,7 +275,7 @@ int TimerFd::SetTime(int flags, const itimerspec& value, itimerspec* old) {
 
 void TimerFd::GetTime(itimerspec* cur) {
   RunDueTimers();  // an expired interval timer is reported forwarded
-  MutexLock l(wq_.lock_);
+  MutexLock l(wq_.lock());
   int64_t now = ClockNowNs(base_);
   if (expired_ && interval_) {
     // Forwarded and re-armed here too, its skipped periods kept as ticks.

@@ -21,7 +21,9 @@
 //
 // Lifetime: the timer thread holds no reference while it fires a timer;
 // Release() (the last close) cancels the node, which waits for a fire in
-// progress, as the kernel's timerfd_release calls hrtimer_cancel. So the
+// progress and undoes the re-arm such a fire may make (FireNode arms a
+// timer that settime moved later), as the kernel's timerfd_release calls
+// hrtimer_cancel. So the
 // object is freed by its last close, never later by the timer thread.
 #ifndef UEPOLL_SRC_SOURCES_TIMERFD_H_
 #define UEPOLL_SRC_SOURCES_TIMERFD_H_
@@ -68,13 +70,13 @@ class TimerFd final : public File {
 
   // hrtimer_forward_now: moves expires_ past now by whole intervals and
   // returns how many it moved (0 if expires_ is still ahead).
-  uint64_t ForwardLocked(int64_t now) REQUIRES(wq_.lock_);
-  void StartLocked() REQUIRES(wq_.lock_);
+  uint64_t ForwardLocked(int64_t now) REQUIRES(wq_.lock());
+  void StartLocked() REQUIRES(wq_.lock());
   // TFD_TIMER_CANCEL_ON_SET: the kernel's timerfd_setup_cancel,
   // clock_was_set (here: polled, SyncClockSetLocked) and timerfd_canceled.
-  void SetupCancelLocked(int flags) REQUIRES(wq_.lock_);
-  void SyncClockSetLocked() REQUIRES(wq_.lock_);
-  bool CanceledLocked() REQUIRES(wq_.lock_);
+  void SetupCancelLocked(int flags) REQUIRES(wq_.lock());
+  void SyncClockSetLocked() REQUIRES(wq_.lock());
+  bool CanceledLocked() REQUIRES(wq_.lock());
 
   const int clockid_;
   const unsigned bases_;  // reserved in TimerQueue
@@ -82,19 +84,19 @@ class TimerFd final : public File {
   TimerNode node_;
   // The base the timer runs on (per arming: a relative CLOCK_REALTIME timer
   // runs on the monotonic base), its expiry on that base, its interval.
-  TimerBase base_ GUARDED_BY(wq_.lock_);
-  int64_t expires_ GUARDED_BY(wq_.lock_) = 0;
-  int64_t interval_ GUARDED_BY(wq_.lock_) = 0;
+  TimerBase base_ GUARDED_BY(wq_.lock());
+  int64_t expires_ GUARDED_BY(wq_.lock()) = 0;
+  int64_t interval_ GUARDED_BY(wq_.lock()) = 0;
   // On the queue (or being fired): the kernel's hrtimer_active.
-  bool active_ GUARDED_BY(wq_.lock_) = false;
+  bool active_ GUARDED_BY(wq_.lock()) = false;
   // Expired and not yet forwarded (the kernel's ctx->expired).
-  bool expired_ GUARDED_BY(wq_.lock_) = false;
+  bool expired_ GUARDED_BY(wq_.lock()) = false;
   std::atomic<uint64_t> ticks_{0};  // written under wq_.lock_
   // Cancel-on-set: registered (might_cancel), the clock-step generation
   // last seen, and a step seen but not yet reported (moffs == KTIME_MAX).
   std::atomic<bool> might_cancel_{false};  // written under wq_.lock_
-  uint64_t clock_gen_ GUARDED_BY(wq_.lock_) = 0;
-  bool clock_was_set_ GUARDED_BY(wq_.lock_) = false;
+  uint64_t clock_gen_ GUARDED_BY(wq_.lock()) = 0;
+  bool clock_was_set_ GUARDED_BY(wq_.lock()) = false;
 };
 
 // uepoll_timerfd_create, _settime and _gettime after the C API's pointer

@@ -112,14 +112,31 @@ ssize_t UnixPair::MsgSend(int me, SendArgs& a) {
         }
       } else if (other.shutdown & kRcvShutdown) {
         err = -EPIPE;
+      } else if (exported_.load(std::memory_order_relaxed)) {
+        err = kMovedToKernel;  // the message goes to the kernel, below
       } else {
         QueueLocked(peer, skb);
         queued = true;
       }
     }
   }
+  if (err == kMovedToKernel) {
+    // Exported meanwhile (kernel/export.h): the message as copied, or as
+    // the caller has it if nothing was copied yet.
+    SendArgs moved = a;
+    iovec seg;
+    IoIter copy = IoIter::Single(skb ? skb->data() : nullptr, len, seg);
+    if (skb) moved.data = &copy;
+    ssize_t r = ForwardSend(me, moved);
+    // Its descriptors went from a.control, as the caller numbers them.
+    if (skb) Skb::Free(skb);
+    if (fp) DestroyScmFiles(fp);
+    return r;
+  }
   if (queued) {
+    bool waited = ReaderWaits(peer);
     wq_[peer].WakeUp(kDataReady, 1);  // sk_data_ready
+    AsyncWaitData(peer, POLL_IN, waited);
   } else if (skb) {
     Skb::Free(skb);
     UnchargeAndWake(me, truesize);
@@ -141,6 +158,10 @@ ssize_t UnixPair::MsgRecv(int me, RecvArgs& a) {
   mu_.Lock();
   for (;;) {
     Side& s = side_[me];
+    if (exported_.load(std::memory_order_relaxed)) {  // kernel/export.h
+      mu_.Unlock();
+      return ForwardRecv(me, a);
+    }
     // __skb_try_recv_datagram: a pending error before any message.
     if (s.err) {
       err = -s.err;
@@ -172,6 +193,10 @@ ssize_t UnixPair::MsgRecv(int me, RecvArgs& a) {
   }
   if (!skb) {
     mu_.Unlock();
+    // End of stream (0) writes back like a receive that found a message
+    // without descriptors: no control data (____sys_recvmsg's
+    // msg_controllen is what scm_recv wrote, nothing here).
+    a.controllen = 0;
     return err;
   }
   IoIter& out = *a.data;
@@ -207,7 +232,10 @@ ssize_t UnixPair::MsgRecv(int me, RecvArgs& a) {
   }
   mu_.Unlock();
   if (!peek) Skb::Free(skb);
-  if (wake_writer) wq_[peer].WakeUp(kWriteSpace, 1);
+  if (wake_writer) {
+    wq_[peer].WakeUp(kWriteSpace, 1);
+    AsyncWriteSpace(peer);
+  }
   if (fp) {
     ScmRecv(a, fp);
   } else {

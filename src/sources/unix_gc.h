@@ -11,7 +11,8 @@
 // frees them, as unix_gc does.
 //
 // The books, under one process-wide lock (gc_mu, innermost: taken under a
-// pair's mu_, never the other way round; no other lock is taken under it):
+// pair's mu_, never the other way round; no other lock is taken under it,
+// and no callback runs under it):
 //  - each socket's inflight count: references to it in queued lists;
 //  - for each socket, the lists queued on its receive queue (ScmFiles
 //    owner and queued_node);
@@ -20,19 +21,30 @@
 // the receiving pair's mu_) and leaves them when a receive detaches it or
 // it is destroyed. A peek takes its new references under gc_mu too.
 //
-// A collection (Collect), under gc_mu: a socket in flight is a candidate
-// when every reference to it is an in-flight one (File::RefCount() ==
-// inflight: no descriptor, no call in progress). For each candidate, the
-// references from lists queued on candidates are subtracted; a candidate
-// with some left is reachable from outside (a queue that someone can still
-// receive from), and so is everything its queued lists reference,
-// transitively. The remaining candidates are garbage: each gets one extra
-// reference (so that no other collection frees it under us), gc_mu is
-// released, their receive queues are purged, and the extra references are
-// dropped, which frees them. Reading a reference count without a lock is
-// safe here: a count can only grow through a descriptor (a candidate has
-// none) or through a peek (which takes gc_mu); when a count drops
-// meanwhile, the socket merely looks reachable until the next collection.
+// A collection (Collect) marks under gc_mu: a socket in flight is a
+// candidate when every reference to it is an in-flight one
+// (File::RefCount() == inflight: no descriptor, no call in progress). For
+// each candidate, the references from lists queued on candidates are
+// subtracted; a candidate with some left is reachable from outside (a
+// queue that someone can still receive from), and so is everything its
+// queued lists reference, transitively. The remaining candidates are
+// garbage: each gets one extra reference, gc_mu is released, their
+// receive queues are purged, and the extra references are dropped, which
+// frees them. Reading a reference count without a lock is safe here: a
+// count can only grow through a descriptor (a candidate has none), through
+// a peek (which takes gc_mu) or through another collection's extra
+// reference (taken under gc_mu); when a count drops meanwhile, the socket
+// merely looks reachable until the next collection.
+//
+// The purge holds no lock: it frees files, and a user object's release
+// callback may run there and call uepoll (close, dup, sendmsg, create),
+// block, or wait for another thread's collection. So collections on
+// different threads run side by side (each marking is atomic under gc_mu;
+// a socket one collection holds as garbage is no candidate for another),
+// and a collection requested on the thread that is purging (by a release
+// callback's close) is run by that collection's loop once the purge has
+// returned, not nested inside it. A collection holds cancellation off
+// (sources/no_cancel.h): it cannot be unwound half way.
 //
 // When: the kernel collects when a unix socket is released and when a
 // sendmsg passes descriptors while many are in flight. uepoll collects at

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <new>
 
+#include "base/sys.h"
 #include "core/fd_table.h"
 #include "sources/io_wait.h"
 #include "sources/scm_rights.h"
@@ -28,12 +29,18 @@ uint32_t UnixPair::Poll(int me) {
   MutexLock l(mu_);
   const Side& s = side_[me];
   uint32_t mask = 0;
+  // Exported: the kernel pair reports for it (kernel/export.h).
+  if (exported_.load(std::memory_order_relaxed)) return 0;
   if (s.err) mask |= EPOLLERR;
   if (s.shutdown == kShutdownMask) mask |= EPOLLHUP;
   if (s.shutdown & kRcvShutdown) mask |= EPOLLRDHUP | EPOLLIN | EPOLLRDNORM;
   if (!s.rcv.empty()) mask |= EPOLLIN | EPOLLRDNORM;
   // Writable even when the peer has shut down: "prevents stuck sockets".
-  if (WritableLocked(s)) mask |= EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND;
+  if (WritableLocked(s)) {
+    mask |= EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND;
+  } else {
+    SetNoSpace(me);  // unix_poll: sk_set_bit(SOCKWQ_ASYNC_NOSPACE)
+  }
   return mask;
 }
 
@@ -43,6 +50,10 @@ int UnixPair::ChargeForSend(int me, long truesize, bool nonblock,
   mu_.Lock();
   for (;;) {
     Side& s = side_[me];
+    if (exported_.load(std::memory_order_relaxed)) {
+      err = kMovedToKernel;
+      break;
+    }
     if (s.err) {  // sock_error: report and clear
       err = -s.err;
       s.err = 0;
@@ -56,6 +67,7 @@ int UnixPair::ChargeForSend(int me, long truesize, bool nonblock,
       s.wmem += truesize;  // skb_set_owner_w
       break;
     }
+    SetNoSpace(me);  // sock_alloc_send_pskb, before EAGAIN or the wait
     if (nonblock) {
       err = -EAGAIN;
       break;
@@ -104,15 +116,32 @@ int UnixPair::Shutdown(int me, int how) {
   bool mirror = type_ != SOCK_DGRAM;
   {
     MutexLock l(mu_);
+    if (exported_.load(std::memory_order_relaxed)) {
+      int r = sys::Shutdown(kfd(me), how);  // kernel/export.h
+      return r < 0 ? -errno : 0;
+    }
     side_[me].shutdown |= mode;
     if (mirror) side_[1 - me].shutdown |= peer_mode;
   }
   wq_[me].WakeUp(0, 0);  // sk_state_change: wake all, no hint
-  if (mirror) wq_[1 - me].WakeUp(0, 0);
+  if (mirror) {
+    bool waited = ReaderWaits(1 - me);
+    wq_[1 - me].WakeUp(0, 0);
+    // unix_shutdown: the peer's owner hears of the hang-up, or of EOF.
+    if (peer_mode == kShutdownMask) {
+      AsyncWaitData(1 - me, POLL_HUP, waited);
+    } else if (peer_mode & kRcvShutdown) {
+      AsyncWaitData(1 - me, POLL_IN, waited);
+    }
+  }
   return 0;
 }
 
 int UnixPair::Ioctl(int me, unsigned long cmd, unsigned long arg) {
+  if (exported()) {  // a call in progress at the export
+    int r = sys::Ioctl(kfd(me), cmd, arg);
+    return r < 0 ? -errno : r;
+  }
   int amount = 0;
   switch (cmd) {
     case SIOCOUTQ: {  // sk_wmem_alloc_get
@@ -157,11 +186,15 @@ void UnixPair::PurgeForGc(int me) {
     wake_writer = PurgeLocked(me, purge);
   }
   purge.FreeAll();
-  if (wake_writer) wq_[1 - me].WakeUp(kWriteSpace, 1);
+  if (wake_writer) {
+    wq_[1 - me].WakeUp(kWriteSpace, 1);
+    AsyncWriteSpace(1 - me);
+  }
 }
 
 void UnixPair::Release(int me) {
   const int peer = 1 - me;
+  DropForward(&kfd_[me]);
   SkbQueue purge;
   bool wake_writer;
   bool notify_peer = false;
@@ -187,9 +220,16 @@ void UnixPair::Release(int me) {
     }
     wake_writer = PurgeLocked(me, purge);
   }
-  if (notify_peer) wq_[peer].WakeUp(0, 0);  // skpair->sk_state_change
+  if (notify_peer) {
+    bool waited = ReaderWaits(peer);
+    wq_[peer].WakeUp(0, 0);  // skpair->sk_state_change
+    AsyncWaitData(peer, POLL_HUP, waited);
+  }
   purge.FreeAll();
-  if (wake_writer) wq_[peer].WakeUp(kWriteSpace, 1);
+  if (wake_writer) {
+    wq_[peer].WakeUp(kWriteSpace, 1);
+    AsyncWriteSpace(peer);
+  }
   // unix_release_sock runs the collector when sockets are in flight.
   UnixGc::Request();
   if (ends_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
@@ -227,6 +267,8 @@ void UnixSocket::NumberRemoved(int) {
 }
 
 void UnixSocket::Release() {
+  // __fput takes the file off its fasync list before release.
+  pair_->fasync_[side_].Clear(this);
   pair_->Release(side_);
   delete this;
 }

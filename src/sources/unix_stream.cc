@@ -78,6 +78,32 @@ ssize_t UnixPair::StreamSend(int me, SendArgs& a) {
     // peer's lock. Our own err/shutdown are not: the kernel checks them
     // only in sock_alloc_send_pskb, before the copy, as we did. The wake
     // below is unconditional, so no wake decision can be stale.
+    if (exported_.load(std::memory_order_relaxed)) {
+      // Exported while we filled the chunk: it goes to the kernel pair,
+      // with the descriptors of the message if it is the first one, and
+      // so does the rest (kernel/export.h).
+      mu_.Unlock();
+      iovec seg;
+      IoIter chunk = IoIter::Single(skb->data(), size, seg);
+      SendArgs first = a;
+      first.data = &chunk;
+      if (sent) first.control = nullptr, first.controllen = 0;
+      ssize_t r = ForwardSend(me, first);
+      Skb::Free(skb);
+      if (r < 0) {
+        err = static_cast<int>(r);
+        break;
+      }
+      sent += static_cast<size_t>(r);
+      if (in.count()) {
+        SendArgs rest = a;
+        rest.control = nullptr;
+        rest.controllen = 0;
+        r = ForwardSend(me, rest);
+        if (r > 0) sent += static_cast<size_t>(r);
+      }
+      break;
+    }
     Side& other = side_[peer];
     if (other.dead || (other.shutdown & kRcvShutdown)) {
       mu_.Unlock();
@@ -89,12 +115,16 @@ ssize_t UnixPair::StreamSend(int me, SendArgs& a) {
     }
     QueueLocked(peer, skb);
     mu_.Unlock();
+    bool waited = ReaderWaits(peer);
     wq_[peer].WakeUp(kDataReady, 1);  // sk_data_ready
+    AsyncWaitData(peer, POLL_IN, waited);
     sent += size;
   }
   // A send of 0 bytes, or one that failed before its first Skb, passes no
   // descriptors.
   if (fp) DestroyScmFiles(fp);
+  // Exported while we waited for room: the kernel pair takes the send.
+  if (err == kMovedToKernel && !sent) return ForwardSend(me, a);
   if (sigpipe) RaiseSigpipe();
   if (passed_fds) UnixGc::Request();  // wait_for_unix_gc
   return sent ? static_cast<ssize_t>(sent) : err;
@@ -119,6 +149,12 @@ ssize_t UnixPair::StreamRecv(int me, RecvArgs& a) {
   Skb* skb = side_[me].rcv.front();
   for (;;) {
     Side& s = side_[me];
+    if (exported_.load(std::memory_order_relaxed)) {
+      // Exported while we slept: the kernel pair has the rest.
+      if (copied) break;
+      mu_.Unlock();
+      return ForwardRecv(me, a);
+    }
     if (!skb) {
       if (copied >= target) break;
       // "POSIX 1003.1g mandates this order": error, then EOF.
@@ -133,10 +169,21 @@ ssize_t UnixPair::StreamRecv(int me, RecvArgs& a) {
         break;
       }
       mu_.Unlock();
-      int r =
-          WaitForIo(wq_[me], /*exclusive=*/false,
-                    copied ? SignalRule::kPartial : SignalRule::kRestartable,
-                    [this, me] { return RecvReady(me); });
+      int r;
+      {
+        // unix_stream_data_wait: SOCKWQ_ASYNC_WAITDATA while asleep, on
+        // every way out (a cancelled sleep unwinds through here).
+        struct WaitData {
+          std::atomic<int>& n;
+          explicit WaitData(std::atomic<int>& c) : n(c) {
+            n.fetch_add(1, std::memory_order_relaxed);
+          }
+          ~WaitData() { n.fetch_sub(1, std::memory_order_relaxed); }
+        } waiting(waitdata_[me]);
+        r = WaitForIo(wq_[me], /*exclusive=*/false,
+                      copied ? SignalRule::kPartial : SignalRule::kRestartable,
+                      [this, me] { return RecvReady(me); });
+      }
       mu_.Lock();
       // Relock: the queue is read again from its head; err and shutdown
       // are re-tested by the loop. Only a non-peeking receive waits with
@@ -187,7 +234,10 @@ ssize_t UnixPair::StreamRecv(int me, RecvArgs& a) {
   wake_writer = wake_writer && WritableLocked(side_[peer]);
   mu_.Unlock();
   done.FreeAll();
-  if (wake_writer) wq_[peer].WakeUp(kWriteSpace, 1);
+  if (wake_writer) {
+    wq_[peer].WakeUp(kWriteSpace, 1);
+    AsyncWriteSpace(peer);
+  }
   // Descriptors fill the control buffer; without any, none of it is used.
   if (fp) {
     ScmRecv(a, fp);

@@ -11,6 +11,7 @@
 #include "core/borrow.h"
 #include "core/fd_table.h"
 #include "sources/io_wait.h"
+#include "sources/no_cancel.h"
 
 namespace uepoll::impl {
 namespace {
@@ -166,7 +167,18 @@ void UserObject::PutHandle() {
 void UserObject::Release() {
   // Last close: no descriptor, no call in progress, no epoll item left, so
   // no callback runs now or later; the owner's handles may still notify.
-  if (release_) release_(ctx_);
+  if (release_) {
+    // The callback may close any descriptor, those this thread is using
+    // in the call that dropped the last reference included (a recvmsg
+    // dropping descriptors it cannot deliver): its borrows become
+    // references first, or the close would wait for this very thread.
+    PinBorrowed();
+    // It runs inside a close, a receive or a collection, none of which can
+    // be unwound half way: a cancellation waits for its end (as a kernel
+    // release is never interrupted).
+    NoCancel no_cancel;
+    release_(ctx_);
+  }
   PutHandle();
 }
 

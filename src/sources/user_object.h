@@ -23,7 +23,10 @@
 //    uepoll when they return -EAGAIN, until the next notify, then asks
 //    again.
 //  - release runs once, at the descriptors' last close, after every epoll
-//    item watching the object was removed, with no uepoll lock held.
+//    item watching the object was removed, with no uepoll lock held (the
+//    collector's purge included), the thread's borrows pinned and
+//    cancellation disabled, so it may call uepoll, close any descriptor,
+//    block.
 //
 // Ordering contract for the owner: change the state poll reads before
 // calling notify, either under a lock that poll also takes or with seq_cst

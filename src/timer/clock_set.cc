@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "base/mutex.h"
+#include "base/private_fd.h"
 #include "base/sys.h"
 
 namespace uepoll::impl {
@@ -22,6 +23,23 @@ struct Detector {
 
 Detector& D();
 
+// The detector's read(2) and close(2) are cancellation points, but no
+// caller is: settime, epoll_ctl's first poll of the timer, a harvest after
+// it consumed events, fork()'s child handler. A cancel pending on the
+// calling thread must act at the caller's own cancellation points, never
+// in here, where it would unwind through the caller's half-made change
+// (ClockDetectorCancel.NoCancellationPointInSettimeOrCtl).
+class NoCancel {
+ public:
+  NoCancel() { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_); }
+  ~NoCancel() { pthread_setcancelstate(old_, nullptr); }
+  NoCancel(const NoCancel&) = delete;
+  NoCancel& operator=(const NoCancel&) = delete;
+
+ private:
+  int old_ = PTHREAD_CANCEL_ENABLE;
+};
+
 // Whether fd is still the detector's timerfd: the application may have
 // closed the number (closefrom, close_range) and reused it. Ours is armed
 // absolute at the end of time, which no other timer plausibly is; anything
@@ -34,11 +52,14 @@ bool IsOurs(int fd) {
   return sys::TimerfdGettime(fd, &cur) == 0 && cur.it_value.tv_sec > kCentury;
 }
 
+// Unchecked: atfork handlers lock in one function and unlock in another.
 void Prepare() NO_THREAD_SAFETY_ANALYSIS { D().mu.Lock(); }
 void Parent() NO_THREAD_SAFETY_ANALYSIS { D().mu.Unlock(); }
 // The child shares the kernel descriptor with the parent, and a read
 // consumes a step for both: the child makes its own on its next call.
+// Unchecked: it runs holding d.mu, taken by Prepare.
 void Child() NO_THREAD_SAFETY_ANALYSIS {
+  NoCancel no_cancel;
   Detector& d = D();
   if (IsOurs(d.fd)) sys::Close(d.fd);
   d.fd = -1;
@@ -59,12 +80,15 @@ Detector& D() {
 uint64_t ClockSetGeneration() {
   Detector& d = D();
   int saved = errno;
+  NoCancel no_cancel;
   MutexLock l(d.mu);
   // Lost to the application (closed, maybe reused): abandoned and made
   // anew; a step in between is missed. Only CANCEL_ON_SET timers get here.
   if (d.fd >= 0 && !IsOurs(d.fd)) d.fd = -1;
   if (d.fd < 0 && !d.failed) {
     d.fd = sys::TimerfdCreate(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
+    // Not at a number the application's next open() would get.
+    if (d.fd >= 0) d.fd = MovePrivateFd(d.fd);
     itimerspec never = {};
     never.it_value.tv_sec = LONG_MAX;  // saturates at the end of time
     if (d.fd >= 0 &&

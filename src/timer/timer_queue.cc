@@ -178,11 +178,27 @@ void TimerQueue::Disarm(TimerNode* n) {
 }
 
 void TimerQueue::Cancel(TimerNode* n) {
-  Disarm(n);
-  // Off the heap, so no new fire can start: wait out one in progress. A
-  // fire is a few lock operations and wakeups; yield rather than spin, as
-  // the timer thread may need this core.
-  while (n->firing.load(std::memory_order_acquire)) sched_yield();
+  // hrtimer_cancel's loop: a fire in progress may arm the node again (the
+  // owner re-decides under its own lock, and a timerfd re-armed later
+  // than the expiry being run goes back on the queue), so taking it off
+  // once and waiting is not enough: once the fire has returned, take it
+  // off again. Done when it is off the heap and not firing, both seen
+  // under mu_: a fire starts only by a pop under mu_ of a queued node.
+  for (;;) {
+    {
+      MutexLock l(mu_);
+      if (n->index != TimerNode::kNotQueued) {
+        RemoveLocked(n);
+        PublishLocked();
+      }
+      // acquire: pairs with the release that ends the fire, so that what
+      // the fire did (its re-arm, under mu_ as well) is seen.
+      if (!n->firing.load(std::memory_order_acquire)) return;
+    }
+    // A fire is a few lock operations and wakeups; yield rather than
+    // spin, as the thread running it may need this core.
+    while (n->firing.load(std::memory_order_acquire)) sched_yield();
+  }
 }
 
 long TimerQueue::armed() {
@@ -226,12 +242,14 @@ int64_t TimerQueue::Cover(int64_t deadline_ns, bool can_keep, bool* keeper) {
       // earlier than keeper_bound_, and resigns (which hands over).
       keeper_ = true;
       keeper_bound_ = d;
+      keeper_stalled_ = false;  // it is back, or a new one
       *keeper = true;
       bound = d;
     } else {
       if (*keeper) {  // exact_ came, or nothing is armed any more
         keeper_ = false;
         keeper_bound_ = kNsMax;
+        keeper_stalled_ = false;
         *keeper = false;
       }
       // This thread is parked and keeps nothing: a lapse ends here
@@ -254,6 +272,7 @@ void TimerQueue::Resign() {
     MutexLock l(mu_);
     keeper_ = false;
     keeper_bound_ = kNsMax;
+    keeper_stalled_ = false;
     // Awake, the thread decides again (with no keeper: it sleeps until the
     // earliest expiry); not dormant and not sleeping past the earliest
     // expiry, it wakes for it anyway.
@@ -297,7 +316,25 @@ void TimerQueue::RequireExact() {
   if (kick) futex_.Wake();
 }
 
-void TimerQueue::RunDue() NO_THREAD_SAFETY_ANALYSIS {
+void TimerQueue::FireBatch(TimerNode** batch, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (auto hook = fire_hook_.load(std::memory_order_acquire)) hook(batch[i]);
+    batch[i]->ops->fire(batch[i]);
+    // release: the owner's Cancel may free it once it sees false.
+    batch[i]->firing.store(false, std::memory_order_release);
+  }
+}
+
+void TimerQueue::RunDue() {
+  // An expiry is never cancelled halfway, as the kernel's interrupt is not:
+  // a fire's wakeups can reach a cancellation point (a watchable
+  // instance's kernel eventfd is written with write(2)), and a keeper, or
+  // any caller of RunDueTimers, may have a cancel pending. Unwinding there
+  // would leave fire_mu_ held and the node marked firing for good, and the
+  // owner's state half-changed. Deferred cancellation acts at the caller's
+  // next cancellation point instead (TimerRace.CancelledWhileRunningExpiries).
+  int cancel_state;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
   for (;;) {
     TimerNode* batch[kBatch];
     int n;
@@ -306,14 +343,11 @@ void TimerQueue::RunDue() NO_THREAD_SAFETY_ANALYSIS {
       MutexLock l(mu_);
       n = CollectDueLocked(batch);
     }
-    for (int i = 0; i < n; ++i) {
-      batch[i]->ops->fire(batch[i]);
-      // release: the owner's Cancel may free it once it sees false.
-      batch[i]->firing.store(false, std::memory_order_release);
-    }
+    FireBatch(batch, n);
     fire_mu_.Unlock();
-    if (n < kBatch) return;
+    if (n < kBatch) break;
   }
+  pthread_setcancelstate(cancel_state, nullptr);
 }
 
 // --- the thread ------------------------------------------------------------
@@ -399,7 +433,7 @@ void TimerQueue::PublishLocked() {
   if (Parker::TimerDue() != due) Parker::PublishTimerDue(due);
 }
 
-void TimerQueue::Run() NO_THREAD_SAFETY_ANALYSIS {
+void TimerQueue::Run() {
   for (;;) {
     TimerNode* batch[kBatch];
     int n;
@@ -408,17 +442,39 @@ void TimerQueue::Run() NO_THREAD_SAFETY_ANALYSIS {
     fire_mu_.Lock();
     {
       MutexLock l(mu_);
+      // Woken at a keeper's backstop (below) after that keeper left with
+      // nobody parked: the lapse goes on (LapsedLocked), nobody waits.
+      bool lapsed = LapsedLocked();
       sleeping_ = false;
-      dormant_ = false;
-      n = CollectDueLocked(batch);
+      if (!lapsed) dormant_ = false;
+      int64_t now = ClockNowNs(TimerBase::kMonotonic);
+      // A keeper that neither ran what was due at its bound nor slept
+      // again within the grace after it is held up: a signal handler runs
+      // on it (the kernel runs handlers before the sleep returns, where
+      // uepoll cannot see them) or it is not scheduled. No kernel expiry
+      // waits for a thread: until it is back (Cover, Resign), it covers
+      // nothing and this thread wakes for every expiry.
+      if (keeper_ && !keeper_stalled_ &&
+          AddNsSat(keeper_bound_, kKeeperGraceNs) <= now) {
+        keeper_stalled_ = true;
+      }
+      // Nothing to run in a lapse: nobody waits, and whoever looks next
+      // runs what is due first.
+      n = lapsed ? 0 : CollectDueLocked(batch);
       if (n == 0) {
         // Decided under mu_, with the word read under mu_: an Arm, Cover or
         // Resign after this point bumps the word and the sleep below
         // returns at once. A keeper covering the earliest expiry wakes for
-        // it, so the thread need not: it sleeps until someone kicks it.
+        // it, so the thread need not, except to check, a grace after the
+        // keeper's bound, that the keeper did (the backstop: one wakeup
+        // per grace at most, however many expiries the keeper runs).
         sleeping_ = true;
-        if (earliest_ != kNsMax && CoveredLocked(earliest_)) {
+        if (lapsed) {
+          sleep_until = kNsMax;
+        } else if (earliest_ != kNsMax && CoveredLocked(earliest_)) {
           dormant_ = true;
+          sleep_until = AddNsSat(keeper_bound_ > now ? keeper_bound_ : now,
+                                 kKeeperGraceNs);
         } else {
           sleep_until = earliest_;
         }
@@ -426,11 +482,7 @@ void TimerQueue::Run() NO_THREAD_SAFETY_ANALYSIS {
         seen = futex_.Load();
       }
     }
-    for (int i = 0; i < n; ++i) {
-      batch[i]->ops->fire(batch[i]);
-      // release: the owner's Cancel may free it once it sees false.
-      batch[i]->firing.store(false, std::memory_order_release);
-    }
+    FireBatch(batch, n);
     fire_mu_.Unlock();
     if (n == 0) futex_.Wait(seen, sleep_until);
   }
@@ -441,18 +493,21 @@ void TimerQueue::Run() NO_THREAD_SAFETY_ANALYSIS {
 // The prepare handler waits for the current batch of fires, so the timer
 // thread holds no owner's lock (and mu_ is free) at the fork: the child,
 // which has no timer thread, can use every timer and take every lock.
+// Unchecked: atfork handlers lock in one function and unlock in another.
 void TimerQueue::ForkPrepare() NO_THREAD_SAFETY_ANALYSIS {
   TimerQueue& q = Get();
   q.fire_mu_.Lock();
   q.mu_.Lock();
 }
 
+// Unchecked: it releases the locks ForkPrepare took.
 void TimerQueue::ForkParent() NO_THREAD_SAFETY_ANALYSIS {
   TimerQueue& q = Get();
   q.mu_.Unlock();
   q.fire_mu_.Unlock();
 }
 
+// Unchecked: it runs holding the locks ForkPrepare took, and releases them.
 void TimerQueue::ForkChild() NO_THREAD_SAFETY_ANALYSIS {
   TimerQueue& q = Get();
   // The child's copies of armed timers stay armed (docs/semantics.md D12:
@@ -463,6 +518,7 @@ void TimerQueue::ForkChild() NO_THREAD_SAFETY_ANALYSIS {
   q.dormant_ = false;
   q.keeper_ = false;  // its thread does not exist here
   q.keeper_bound_ = kNsMax;
+  q.keeper_stalled_ = false;
   q.PublishLocked();
   q.sleep_until_ = kNsMax;
   q.futex_.Reset();

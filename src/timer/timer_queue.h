@@ -11,9 +11,11 @@
 //    expiry a thread waits for costs that thread's wakeup only;
 //  - the timer thread, the fallback: it exists from the first arm on
 //    (EnsureThread; a process that never arms a timer has no extra thread),
-//    sleeps on a futex until the earliest expiry nobody keeps for (with no
-//    timeout, "dormant", while a keeper covers it; with nothing armed: no
-//    wakeups at all), pops what is due and calls each node's fire
+//    sleeps on a futex until the earliest expiry nobody keeps for (while a
+//    keeper covers it, "dormant": only until a backstop, kKeeperGraceNs
+//    after the keeper's bound, to check the keeper is not held up by a
+//    signal handler; with nothing armed, or lapsed: no wakeups at all),
+//    pops what is due and calls each node's fire
 //    function, which wakes the owner's wait queue through the normal
 //    WaitQueue::WakeUp path. It is kicked (one futex wake) when an expiry
 //    needs it: an arm earlier than what anyone wakes for, a thread that
@@ -34,8 +36,9 @@
 // under its own lock (TimerFd: its wait queue's lock), which is taken before
 // mu_. The thread never calls a fire function under mu_: it marks the node
 // firing under mu_, releases mu_, fires, and clears the mark; an owner that
-// goes away waits for the mark to clear (Cancel), as the kernel's
-// hrtimer_cancel waits for a running callback. fire_mu_ is held by
+// goes away waits for the mark to clear, and takes the node off again if
+// the fire re-armed it (Cancel), as the kernel's hrtimer_cancel loops over
+// a running callback. fire_mu_ is held by
 // the thread (or a keeper, which holds no other lock) around each batch of
 // fires, and by fork()'s prepare handler, so that the thread holds no lock of
 // any owner at the fork.
@@ -104,9 +107,11 @@ class TimerQueue {
   void Arm(TimerNode* n, TimerBase base, int64_t expires) EXCLUDES(mu_);
   // Takes n off its heap, if it is on one.
   void Disarm(TimerNode* n) EXCLUDES(mu_);
-  // Disarm, then wait until a fire of n that already started has returned
-  // (hrtimer_cancel): afterwards the owner may be freed. Must not be called
-  // from n's own fire, nor with a lock that fire takes.
+  // Disarm, then wait until a fire of n that already started has returned,
+  // and disarm again if that fire armed it (hrtimer_cancel): afterwards n
+  // is off the queue for good, and the owner may be freed, as long as
+  // nothing else arms it. Must not be called from n's own fire, nor with a
+  // lock that fire takes.
   void Cancel(TimerNode* n) EXCLUDES(mu_);
 
   // Sleeps folded into expiries (docs/design.md, "Timers"; the hooks of
@@ -129,9 +134,16 @@ class TimerQueue {
   long armed() EXCLUDES(mu_);
   bool thread_started() EXCLUDES(mu_);
   bool has_keeper() EXCLUDES(mu_);
-  // The timer thread sleeps with no timeout although a timer is armed,
-  // because a keeper covers the earliest expiry.
+  // The timer thread sleeps past the earliest expiry (until the keeper's
+  // backstop, or lapsed with no timeout), because a keeper covers it.
   bool thread_dormant() EXCLUDES(mu_);
+  // Called on the thread that fires, just before each fire, outside every
+  // lock but fire_mu_ (nullptr: none). For tests that hold a fire in
+  // progress (tests/timerfd/race_test.cc); one load per fire (release and
+  // acquire: what the test set up before installing it is the hook's).
+  static void SetFireHookForTest(void (*hook)(TimerNode*)) {
+    fire_hook_.store(hook, std::memory_order_release);
+  }
 
  private:
   // A 4-ary min-heap of {expiry, node}: the expiry sits in the entry, so
@@ -154,6 +166,12 @@ class TimerQueue {
     Entry& at(uint32_t i) { return v[i + kPad]; }
   };
   static constexpr int kBatch = 64;
+  // How long past its bound a keeper may be before the timer thread stops
+  // relying on it (keeper_stalled_): the most an expiry a keeper covers
+  // waits for that thread's signal handler is twice this. The price: the
+  // dormant timer thread wakes once per grace at most to check, and not
+  // before the keeper's bound plus the grace.
+  static constexpr int64_t kKeeperGraceNs = 20 * 1000 * 1000;
 
   TimerQueue();
   static void* ThreadMain(void* arg);
@@ -161,12 +179,15 @@ class TimerQueue {
   // Pops up to kBatch due nodes into batch, marked firing, and publishes
   // the earliest expiry left (PublishLocked).
   int CollectDueLocked(TimerNode** batch) REQUIRES(mu_);
+  // Fires what CollectDueLocked popped and clears each firing mark.
+  void FireBatch(TimerNode** batch, int n) REQUIRES(fire_mu_) EXCLUDES(mu_);
   // Recomputes earliest_ (as a CLOCK_MONOTONIC instant) and publishes it to
   // parking threads (Parker::PublishTimerDue).
   void PublishLocked() REQUIRES(mu_);
-  // Whether a keeper is parked (or running what is due) and wakes by `at`.
+  // Whether a keeper is parked (or running what is due), wakes by `at`,
+  // and was not found held up past its bound.
   bool CoveredLocked(int64_t at) REQUIRES(mu_) {
-    return keeper_ && !exact_ && keeper_bound_ <= at;
+    return keeper_ && !exact_ && !keeper_stalled_ && keeper_bound_ <= at;
   }
   // The timer thread went dormant for a keeper that has since resigned
   // finding no other thread parked (Resign): no thread is parked that has
@@ -194,14 +215,16 @@ class TimerQueue {
   static void ForkParent();
   static void ForkChild();
 
+  static inline std::atomic<void (*)(TimerNode*)> fire_hook_{nullptr};
   Mutex fire_mu_ ACQUIRED_BEFORE(mu_);
   Mutex mu_;
   Heap heaps_[kNumTimerBases] GUARDED_BY(mu_);
   long armed_ GUARDED_BY(mu_) = 0;
   bool started_ GUARDED_BY(mu_) = false;
   // The thread sleeps (or is about to) until sleep_until_ (monotonic ns);
-  // kNsMax while nothing is armed, or while dormant_: a keeper covered the
-  // earliest expiry when it went to sleep.
+  // kNsMax while nothing is armed or lapsed. dormant_: a keeper covered
+  // the earliest expiry when it went to sleep, and sleep_until_ is that
+  // keeper's backstop (its bound plus kKeeperGraceNs).
   bool sleeping_ GUARDED_BY(mu_) = false;
   bool dormant_ GUARDED_BY(mu_) = false;
   int64_t sleep_until_ GUARDED_BY(mu_) = kNsMax;
@@ -211,6 +234,10 @@ class TimerQueue {
   // when it last looked) and runs what is due, or resigns first.
   bool keeper_ GUARDED_BY(mu_) = false;
   int64_t keeper_bound_ GUARDED_BY(mu_) = kNsMax;
+  // The keeper was found kKeeperGraceNs past its bound without having run
+  // what was due or slept again (Run): it covers nothing until its next
+  // Cover or its Resign. Set by the thread, cleared there.
+  bool keeper_stalled_ GUARDED_BY(mu_) = false;
   bool exact_ GUARDED_BY(mu_) = false;  // RequireExact was called
   TimedFutex futex_;
 };

@@ -67,7 +67,7 @@ TEST_F(SyscallBudget, UepollThroughput) {
   }
 }
 
-// Issue 12: the vectored and message calls add no syscall either: writev
+// The vectored and message calls add no syscall either: writev
 // into a seqpacket pair, epoll_wait, recvmsg (throughput_msg). The
 // kernel's three calls per event show the counter sees this form too.
 TEST_F(SyscallBudget, UepollThroughputOverWritevAndRecvmsg) {

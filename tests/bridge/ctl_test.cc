@@ -1,5 +1,5 @@
-// epoll_ctl of kernel descriptors in the backend's instance (issue 10,
-// items 3 and 5): the kernel's errno order, EPERM for files the kernel
+// epoll_ctl of kernel descriptors in the backend's instance: the kernel's
+// errno order, EPERM for files the kernel
 // cannot poll, the item's life tied to the kernel file (not the number),
 // numbers reused for new kernel files, and an instance's kernel
 // descriptors moving with it under dup, dup2 and dup3.

@@ -1,5 +1,5 @@
-// An event loop of our own, written the way real ones are (issue 10, item
-// 4): handlers in a std::vector indexed by descriptor, sized by
+// An event loop of our own, written the way real ones are: handlers in a
+// std::vector indexed by descriptor, sized by
 // RLIMIT_NOFILE, and every call renamed to uepoll_*, whatever the kind of
 // the descriptor. It serves kernel TCP sockets (a listener, the accepted
 // connections, and the clients) together with uepoll pipes and eventfds in

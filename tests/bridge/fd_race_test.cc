@@ -1,4 +1,4 @@
-// The descriptor table under concurrency (issue 15, bugs 6 and 7), on the
+// The descriptor table under concurrency, on the
 // kernel and on uepoll with one set of expectations:
 // - dup2/dup3 onto a number that another thread is closing never fails
 //   EBUSY (the kernel's EBUSY is only for a number an open has reserved
@@ -32,13 +32,11 @@
 // ThreadSanitizer reports a close() racing with a dup2() onto the same
 // descriptor as a data race on the descriptor. That race is what
 // DupOntoANumberBeingClosedNeverFailsEbusy is about (on the kernel, and on
-// uepoll's placeholders), so it is suppressed for those two calls only.
-// The race leaves TSan's own descriptor bookkeeping confused: a later test
-// in the same process may get a spurious report on a descriptor call, even
-// on the kernel backend alone. CTest runs each test in its own process.
-extern "C" const char* __tsan_default_suppressions() {
-  return "race:RacingClose\nrace:RacingDup\n";
-}
+// uepoll's placeholders), so it is suppressed for those two calls only
+// (tests/support/tsan_suppressions.cc). The race leaves TSan's own
+// descriptor bookkeeping confused: a later test in the same process may get
+// a spurious report on a descriptor call, even on the kernel backend alone.
+// CTest runs each test in its own process.
 
 namespace uepoll_test {
 

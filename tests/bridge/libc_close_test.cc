@@ -1,4 +1,5 @@
-// libc close() of a uepoll number (issue 10, item 5). What uepoll promises:
+// libc close() of a uepoll number (docs/semantics.md D16). What uepoll
+// promises:
 // - the kernel frees the number (the placeholder, or an instance's kernel
 //   epoll), but uepoll still maps it to its object: uepoll calls on it
 //   reach the object, until uepoll_close of the number;

@@ -1,5 +1,5 @@
 // Descriptor numbers in the default (kernel-reserved) mode, and uepoll
-// calls on kernel descriptors (issue 10, items 1, 2 and 5):
+// calls on kernel descriptors:
 // - numbers are the kernel's lowest free, interleaved with kernel
 //   descriptors both ways; RLIMIT_NOFILE gives EMFILE at the same point for
 //   uepoll as for the kernel; numbers fit FD_SETSIZE;
@@ -255,14 +255,13 @@ TEST_F(BridgeNumbering, LibcCallsOnAUepollNumberFailLoudly) {
   int p[2], sv[2];
   ASSERT_EQ(uepoll_pipe2(p, O_NONBLOCK), 0);
   ASSERT_EQ(uepoll_socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  int ep = Keep(uepoll_epoll_create1(0));
   for (int fd : {p[0], p[1], sv[0], sv[1]}) Keep(fd);
   uint64_t one = 1;
   ASSERT_EQ(uepoll_write(p[1], "x", 1), 1);
   ASSERT_EQ(uepoll_write(sv[1], "x", 1), 1);
   int kep = ::epoll_create1(0);
   ASSERT_GE(kep, 0);
-  for (int fd : {efd, p[0], p[1], sv[0], sv[1], ep}) {
+  for (int fd : {efd, p[0], p[1], sv[0], sv[1]}) {
     SCOPED_TRACE(fd);
     char buf[8];
     EXPECT_ERRNO(::read(fd, buf, sizeof buf), EBADF);
@@ -299,6 +298,38 @@ TEST_F(BridgeNumbering, LibcCallsOnAUepollNumberFailLoudly) {
   char c = 0;
   EXPECT_EQ(uepoll_read(p[0], &c, 1), 1);
   EXPECT_EQ(uepoll_read(sv[0], &c, 1), 1);
+  ::close(kep);
+}
+
+// An instance's number is its kernel half, a kernel epoll (docs/
+// semantics.md D1, D18): libc calls on it get what they get from an epoll
+// that holds the instance's kernel descriptors and nothing else. Nothing
+// blocks, nothing reports the instance's uepoll events, and the instance
+// is untouched.
+TEST_F(BridgeNumbering, LibcCallsOnAnInstanceNumberSeeItsKernelHalf) {
+  int ep = Keep(uepoll_epoll_create1(0));
+  int u = Keep(uepoll_eventfd(1, EFD_NONBLOCK));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 5;
+  ASSERT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, u, &ev), 0);
+  uint64_t one = 1;
+  char buf[8];
+  EXPECT_ERRNO(::read(ep, buf, sizeof buf), EINVAL);
+  EXPECT_ERRNO(::write(ep, &one, sizeof one), EINVAL);
+  EXPECT_ERRNO(::send(ep, buf, 1, 0), ENOTSOCK);
+  epoll_event out{};
+  EXPECT_EQ(::epoll_wait(ep, &out, 1, 0), 0) << "the uepoll half is not seen";
+  pollfd pf{ep, POLLIN, 0};
+  EXPECT_EQ(::poll(&pf, 1, 0), 0) << "not readable: not made watchable";
+  int kep = ::epoll_create1(0);
+  ASSERT_GE(kep, 0);
+  // A kernel epoll can hold it (D1: it reports only the kernel half); the
+  // instance still reports its own event, once.
+  EXPECT_EQ(::epoll_ctl(kep, EPOLL_CTL_ADD, ep, &ev), 0);
+  EXPECT_EQ(::epoll_wait(kep, &out, 1, 0), 0);
+  EXPECT_EQ(uepoll_epoll_wait(ep, &out, 1, 0), 1);
+  EXPECT_EQ(out.data.u64, 5u);
   ::close(kep);
 }
 

@@ -1,4 +1,4 @@
-// Kernel sources inside the backend's instance (issue 10, item 4): every
+// Kernel sources inside the backend's instance: every
 // kind of kernel descriptor (eventfd, pipe, AF_UNIX socket pair, timerfd,
 // loopback TCP) in a uepoll instance gives what it gives in a kernel epoll,
 // trigger mode for trigger mode, with one set of expectations.

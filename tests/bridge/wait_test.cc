@@ -1,4 +1,4 @@
-// Waits on an instance that holds kernel descriptors (issue 10, item 3):
+// Waits on an instance that holds kernel descriptors:
 // zero-timeout and blocking waits, timeouts, a blocked wait woken by a
 // write from another thread, EINTR from a handled signal (with and without
 // SA_RESTART), epoll_pwait's and epoll_pwait2's masks, and poll() of the

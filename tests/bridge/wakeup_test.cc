@@ -120,14 +120,9 @@ TEST_P(BridgeWakeup, SameKernelSourceInNInstancesWakesAll) {
 
 // EXCLUSIVE on every registration of a kernel source: the kernel wakes one
 // instance's waiter when each has one. A uepoll instance's waiters sleep in
-// poll on its kernel half, not in epoll_wait, so the kernel sees no epoll
-// waiter behind an exclusive entry and wakes every instance: each returns
-// the event. Not fixed yet; reported to the lead.
+// epoll_wait on its kernel half (kernel/kernel_half.h), so the kernel sees
+// an epoll waiter behind each exclusive entry, as with its own instances.
 TEST_P(BridgeWakeup, ExclusiveOnEveryRegistrationWakesExactlyOne) {
-  if (!IsKernel()) {
-    GTEST_SKIP() << "known gap: EPOLLEXCLUSIVE on a kernel source in uepoll "
-                    "instances wakes every instance's waiter";
-  }
   constexpr int kInstances = 3;
   int src = KEventfd();
   int stop = KEventfd();

@@ -9,6 +9,7 @@
 #include <linux/sockios.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -177,6 +178,29 @@ TEST_P(IoctlPipeSize, pipe_size__rounding_to_powers_of_two_pages) {
     EXPECT_EQ(B().fcntl(p[0], F_GETPIPE_SZ, 0), row.size);
   }
   EXPECT_ERRNO(B().fcntl(p[0], F_SETPIPE_SZ, -1), EINVAL);  // > 2^31
+}
+
+// Growing a pipe asks for fs.pipe-max-size; with no descriptor free that
+// cannot be read, and the call still succeeds without touching errno
+// (found by difffuzz.rotating_seed, seed 7769605750011129708).
+TEST_P(IoctlPipeSize, pipe_size__a_full_descriptor_table_leaves_errno_alone) {
+  int p[2];
+  Pipe(p);
+  // The lowest free number; a limit there leaves none free.
+  int lowest = ::fcntl(0, F_DUPFD_CLOEXEC, 0);
+  ASSERT_GE(lowest, 0);
+  ::close(lowest);
+  struct rlimit old;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  struct rlimit full = old;
+  full.rlim_cur = static_cast<rlim_t>(lowest);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &full), 0);
+  errno = 1234;
+  long r = B().fcntl(p[1], F_SETPIPE_SZ, 1048576);
+  int err = errno;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  EXPECT_EQ(r, 1048576);
+  EXPECT_EQ(err, 1234);
 }
 
 TEST_P(IoctlPipeSize, pipe_size__beyond_the_limit_needs_cap_sys_resource) {

@@ -134,6 +134,81 @@ TEST_P(Select, timeout__microseconds_fold_into_seconds) {
   EXPECT_ERRNO(B().select(-1, &r, nullptr, nullptr, &tv), EINVAL);
 }
 
+// The time left, for every timeout glibc accepts: the kernel keeps its end
+// time as a timespec (now + timeout, saturated at {INT64_MAX s, 0}), so
+// even a timeout of INT64_MAX seconds writes back the time left, never
+// {0, 0}. Each answer must lie in the window the clock readings around
+// the call allow (tv_usec truncates: 1 us of slack below).
+__extension__ typedef __int128 Ns;
+constexpr Ns kSec = 1000000000;
+
+bool LeftWithin(const timeval& tv, Ns lo, Ns hi) {
+  Ns left = Ns{tv.tv_sec} * kSec + Ns{tv.tv_usec} * 1000;
+  return tv.tv_usec >= 0 && tv.tv_usec < 1000000 && left >= lo - 1000 &&
+         left <= hi;
+}
+
+TEST_P(Select, timeout__time_left_of_huge_and_odd_timeouts) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  ASSERT_EQ(WriteStr(p[1], "x"), 1);
+  const Ns kMax = Ns{INT64_MAX} * kSec;  // the saturated end time
+  struct Case {
+    int64_t sec;
+    long usec;
+    bool saturates;  // the end time is {INT64_MAX, 0}
+    Ns timeout;      // else: the timeout as the kernel takes it
+  } cases[] = {
+      {INT64_MAX, 999999, true, 0},  // the largest timeval glibc accepts
+      {INT64_MAX, 0, true, 0},
+      {INT64_MAX, 1999999, true, 0},  // tv_usec overflows tv_sec
+      {INT64_MAX - 100, 2000000, true, 0},
+      {int64_t{1} << 62, 0, false, (Ns{1} << 62) * kSec},
+      {9223372036, 0, false, 9223372036 * kSec},    // just below KTIME_MAX
+      {9223372037, 0, false, 9223372037 * kSec},    // just above it
+      {0, 2000000, false, 2 * kSec},                // tv_usec folds
+      {3, (1L << 32) + 5, false, 3 * kSec + 5000},  // tv_usec is an int
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.sec) + " s " + std::to_string(c.usec) +
+                 " us");
+    fd_set r;
+    FD_ZERO(&r);
+    FD_SET(p[0], &r);
+    timeval tv{c.sec, c.usec};
+    Ns before = MonotonicNs();
+    ASSERT_EQ(B().select(p[0] + 1, &r, nullptr, nullptr, &tv), 1);
+    Ns after = MonotonicNs();
+    if (c.saturates) {
+      EXPECT_TRUE(LeftWithin(tv, kMax - after, kMax - before))
+          << tv.tv_sec << " s " << tv.tv_usec << " us";
+    } else {
+      EXPECT_TRUE(LeftWithin(tv, c.timeout - (after - before), c.timeout))
+          << tv.tv_sec << " s " << tv.tv_usec << " us";
+    }
+  }
+  // tv_usec's int is 0: a zero timeout, and glibc writes its {0, 0} back.
+  fd_set r;
+  FD_ZERO(&r);
+  FD_SET(p[0], &r);
+  timeval tv{0, 1L << 32};
+  ASSERT_EQ(B().select(p[0] + 1, &r, nullptr, nullptr, &tv), 1);
+  EXPECT_EQ(tv.tv_sec, 0);
+  EXPECT_EQ(tv.tv_usec, 0);
+  // A negative int there is refused, and nothing is written back.
+  tv = {7, 1L << 31};
+  EXPECT_ERRNO(B().select(p[0] + 1, &r, nullptr, nullptr, &tv), EINVAL);
+  EXPECT_EQ(tv.tv_sec, 7);
+  EXPECT_EQ(tv.tv_usec, 1L << 31);
+  // An error found after the timeout was taken still writes the time left.
+  int closed = ClosedLowFd();
+  FD_SET(closed, &r);
+  tv = {100, 0};
+  EXPECT_ERRNO(
+      B().select(std::max(p[0], closed) + 1, &r, nullptr, nullptr, &tv), EBADF);
+  EXPECT_EQ(tv.tv_sec, 99);
+}
+
 TEST_P(Select, ebadf__closed_descriptor_in_a_set_leaves_the_sets_alone) {
   int p[2];
   Pipe(p, O_NONBLOCK);
@@ -236,6 +311,63 @@ TEST_P(Select, masks__pselect_and_ppoll_sleep_under_the_mask) {
       EXPECT_ERRNO(B().ppoll(&pf, 1, &ts, &wait_mask), EINTR);
     }
     EXPECT_EQ(g_usr2.load(), 1);
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  sigaction(SIGUSR2, &old, nullptr);
+}
+
+// A zero timeout too: the kernel installs the mask before it looks, so a
+// pending signal the mask unblocks fails the call with EINTR and its
+// handler runs inside it, unless a descriptor is ready (then the count,
+// and the signal stays pending under the caller's own mask).
+TEST_P(Select, masks__zero_timeout_runs_a_pending_handler_the_mask_unblocks) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = [](int) { g_usr2.fetch_add(1); };
+  sigaction(SIGUSR2, &sa, &old);
+  sigset_t block, old_mask, wait_mask;
+  sigemptyset(&block);
+  sigaddset(&block, SIGUSR2);
+  pthread_sigmask(SIG_BLOCK, &block, &old_mask);
+  pthread_sigmask(SIG_BLOCK, nullptr, &wait_mask);
+  sigdelset(&wait_mask, SIGUSR2);
+  auto call = [&](int which, int* fd_ready) {
+    timespec zero{0, 0};
+    if (which == 0) {
+      fd_set r;
+      FD_ZERO(&r);
+      FD_SET(p[0], &r);
+      int n = B().pselect(p[0] + 1, &r, nullptr, nullptr, &zero, &wait_mask);
+      *fd_ready = n > 0 && FD_ISSET(p[0], &r);
+      return n;
+    }
+    pollfd pf{p[0], POLLIN, 0};
+    int n = B().ppoll(&pf, 1, &zero, &wait_mask);
+    *fd_ready = n > 0 && pf.revents == POLLIN;
+    return n;
+  };
+  for (int which : {0, 1}) {
+    SCOPED_TRACE(which == 0 ? "pselect" : "ppoll");
+    g_usr2.store(0);
+    ASSERT_EQ(raise(SIGUSR2), 0);  // pending, blocked
+    int ready = 0;
+    EXPECT_ERRNO(call(which, &ready), EINTR);
+    EXPECT_EQ(g_usr2.load(), 1) << "the handler ran inside the call";
+    // Nothing pending any more: a plain zero-timeout answer.
+    EXPECT_EQ(call(which, &ready), 0);
+    // Ready descriptors win; the signal stays pending.
+    ASSERT_EQ(WriteStr(p[1], "x"), 1);
+    ASSERT_EQ(raise(SIGUSR2), 0);
+    EXPECT_EQ(call(which, &ready), 1);
+    EXPECT_TRUE(ready);
+    EXPECT_EQ(g_usr2.load(), 1);
+    ASSERT_EQ(ReadStr(p[0], 1), "x");
+    // The mask the signal waits under is the caller's: unblocked, it runs.
+    pthread_sigmask(SIG_UNBLOCK, &block, nullptr);
+    EXPECT_EQ(g_usr2.load(), 2);
+    pthread_sigmask(SIG_BLOCK, &block, nullptr);
   }
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   sigaction(SIGUSR2, &old, nullptr);

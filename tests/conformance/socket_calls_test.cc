@@ -317,6 +317,104 @@ TEST_P(SocketCalls, recvmsg__fields_written_back) {
   EXPECT_EQ(Recv(sv[1], 10), "zz");
 }
 
+// Every way a recvmsg returns a count, on each type: what it writes back
+// into msg_controllen (the control bytes written, so 0 without
+// descriptors), msg_flags (MSG_CMSG_CLOEXEC as passed, MSG_TRUNC,
+// MSG_CTRUNC) and msg_namelen (0: a socketpair's peer has no name),
+// whatever the caller left there.
+struct RecvmsgOut {
+  ssize_t r;
+  size_t controllen;
+  int msg_flags;
+  socklen_t namelen;
+};
+
+RecvmsgOut RecvmsgWithEveryField(const Backend& b, int fd, size_t n,
+                                 int flags) {
+  char buf[16];
+  iovec io{buf, n};
+  sockaddr_storage ss;
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
+  msghdr m{};
+  m.msg_iov = &io;
+  m.msg_iovlen = 1;
+  m.msg_name = &ss;
+  m.msg_namelen = sizeof ss;
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof ctl;
+  m.msg_flags = 0x7fff0000;
+  ssize_t r = b.recvmsg(fd, &m, flags);
+  if (r >= 0 && m.msg_controllen >= sizeof(cmsghdr)) {
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    int got;
+    std::memcpy(&got, CMSG_DATA(c), sizeof got);
+    b.close(got);
+  }
+  return {r, m.msg_controllen, m.msg_flags, m.msg_namelen};
+}
+
+TEST_P(SocketCalls, recvmsg__every_return_writes_back_each_field) {
+  for (int type : {SOCK_STREAM, SOCK_SEQPACKET, SOCK_DGRAM}) {
+    for (int flags : {0, int{MSG_CMSG_CLOEXEC}, int{MSG_PEEK}}) {
+      SCOPED_TRACE("type " + std::to_string(type) + " flags " +
+                   std::to_string(flags));
+      int sv[2];
+      Pair(sv, type, SOCK_NONBLOCK);
+      int echo = flags & MSG_CMSG_CLOEXEC;
+      // Data without descriptors.
+      ASSERT_EQ(Send(sv[0], "ab"), 2);
+      RecvmsgOut o = RecvmsgWithEveryField(B(), sv[1], 8, flags);
+      EXPECT_EQ(o.r, 2);
+      EXPECT_EQ(o.controllen, 0u);
+      EXPECT_EQ(o.msg_flags, echo);
+      EXPECT_EQ(o.namelen, 0u);
+      if (flags & MSG_PEEK) {
+        EXPECT_EQ(Recv(sv[1], 8), "ab");
+      }
+      // Data with a descriptor, into a buffer too short for the data.
+      int p[2];
+      Pipe(p, O_NONBLOCK);
+      ASSERT_EQ(SendFds(sv[0], "cd", {p[1]}), 2);
+      o = RecvmsgWithEveryField(B(), sv[1], 1, flags);
+      EXPECT_EQ(o.r, 1);
+      EXPECT_EQ(o.controllen, CMSG_SPACE(sizeof(int)));
+      EXPECT_EQ(o.msg_flags, echo | (type == SOCK_STREAM ? 0 : MSG_TRUNC));
+      EXPECT_EQ(o.namelen, 0u);
+      if ((flags & MSG_PEEK) || type == SOCK_STREAM) {
+        Recv(sv[1], 8);  // what is left, and the descriptor with it
+      }
+      // End of stream: 0, written back as data without descriptors (a
+      // datagram socket's end is SHUT_RD, and only a blocking receive
+      // reports it).
+      if (type == SOCK_DGRAM) {
+        ASSERT_EQ(B().shutdown(sv[1], SHUT_RD), 0);
+        int fl = B().fcntl(sv[1], F_GETFL, 0);
+        ASSERT_EQ(B().fcntl(sv[1], F_SETFL, fl & ~O_NONBLOCK), 0);
+      } else {
+        ASSERT_EQ(Close(sv[0]), 0);
+      }
+      o = RecvmsgWithEveryField(B(), sv[1], 8, flags);
+      EXPECT_EQ(o.r, 0);
+      EXPECT_EQ(o.controllen, 0u);
+      EXPECT_EQ(o.msg_flags, echo);
+      EXPECT_EQ(o.namelen, 0u);
+      // A seqpacket end seen by a blocking receive, too.
+      if (type == SOCK_SEQPACKET) {
+        int fl = B().fcntl(sv[1], F_GETFL, 0);
+        ASSERT_EQ(B().fcntl(sv[1], F_SETFL, fl & ~O_NONBLOCK), 0);
+        o = RecvmsgWithEveryField(B(), sv[1], 8, flags);
+        EXPECT_EQ(o.r, 0);
+        EXPECT_EQ(o.controllen, 0u);
+        EXPECT_EQ(o.msg_flags, echo);
+      }
+      Close(sv[1]);
+      if (type == SOCK_DGRAM) Close(sv[0]);
+      Close(p[0]);
+      Close(p[1]);
+    }
+  }
+}
+
 UEPOLL_INSTANTIATE_BACKENDS(SocketCalls);
 
 }  // namespace

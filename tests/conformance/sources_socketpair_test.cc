@@ -174,6 +174,31 @@ TEST_P(SourcesSocketpair, DataWrittenBeforeShutWrIsEdgeAndShutWrIsEdge) {
   EXPECT_EQ(Wait(ep), (std::vector<Ev>{{EPOLLIN | EPOLLRDHUP, 1}}));
 }
 
+// shutdown wakes the caller's own socket too (sk_state_change on both ends):
+// an ET item on the end that shut down reading gets the IN|RDHUP edge.
+TEST_P(SourcesSocketpair, OwnShutRdIsAnEdgeForEtReader) {
+  int ep = Epoll();
+  int sv[2];
+  SocketPair(sv);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, sv[0], EPOLLIN | EPOLLRDHUP | EPOLLET, 1),
+            0);
+  ASSERT_EQ(Wait(ep), std::vector<Ev>{});
+  ASSERT_EQ(B().shutdown(sv[0], SHUT_RD), 0);
+  EXPECT_EQ(Wait(ep), (std::vector<Ev>{{EPOLLIN | EPOLLRDHUP, 1}}));
+}
+
+// The data wakeup's key is sock_def_readable's IN|PRI|RDNORM|RDBAND: an
+// item that asks for RDNORM (or RDBAND) alone is woken by a write.
+TEST_P(SourcesSocketpair, WriteWakesAnItemAskingOnlyForRdnorm) {
+  int ep = Epoll();
+  int sv[2];
+  SocketPair(sv);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, sv[0], EPOLLRDNORM, 1), 0);
+  ASSERT_EQ(Wait(ep), std::vector<Ev>{});
+  ASSERT_EQ(WriteBytes(sv[1], 1), 1);
+  EXPECT_EQ(Wait(ep), (std::vector<Ev>{{EPOLLRDNORM, 1}}));
+}
+
 TEST_P(SourcesSocketpair, ShutdownBadHowFailsEinval) {
   int sv[2];
   SocketPair(sv);

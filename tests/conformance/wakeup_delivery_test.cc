@@ -1,5 +1,5 @@
 // How a wakeup reaches its watchers, for five behaviours that only the
-// differential fuzzer's fixed seed used to guard (issue 15): an ET item that
+// differential fuzzer's fixed seed used to guard: an ET item that
 // reports HUP once per edge; shutdown waking the caller's own watchers as
 // well as the peer's; exclusive registrations queued after non-exclusive
 // ones (and in registration order); the hint of a data (or write-space)

@@ -1,4 +1,4 @@
-// The C++ API's conveniences (issue 16, items 8-12): pipe ends that read
+// The C++ API's conveniences (docs/cxx_api.md): pipe ends that read
 // and write by themselves, text and byte buffers without std::as_bytes, the
 // try_ forms that return "would block" as a value, timeouts of any
 // std::chrono::duration, and typed event data. [[nodiscard]] is checked by
@@ -54,7 +54,7 @@ class CxxTryForms : public CxxErgonomics {};
 class CxxTimeouts : public CxxErgonomics {};
 class CxxEventData : public CxxErgonomics {};
 
-// --- Pipe ends (item 8) -----------------------------------------------------
+// --- Pipe ends ---------------------------------------------------------------
 
 template <class T>
 constexpr bool kCanRead = requires(T& t, std::span<std::byte> b) {
@@ -104,7 +104,7 @@ TEST_F(CxxPipeEnds, EndsReleaseTheirDescriptorAndAdoptOne) {
   EXPECT_EQ(r.read(buf), 1u);
 }
 
-// --- Buffers (item 10) ------------------------------------------------------
+// --- Buffers -----------------------------------------------------------------
 
 static_assert(uepoll::ConstByteBuffer<std::string>);
 static_assert(uepoll::ConstByteBuffer<std::vector<unsigned char>>);
@@ -187,7 +187,7 @@ TEST_F(CxxBuffers, ErrorCodeFormsTakeTheSameBuffers) {
   EXPECT_EQ(ec, Errno(EAGAIN));
 }
 
-// --- try_ forms (item 9) ----------------------------------------------------
+// --- try_ forms --------------------------------------------------------------
 
 // The try_ forms throw nothing, yet are not noexcept: a blocking read or
 // write is a cancellation point (cxx_cancel_test.cc).
@@ -287,7 +287,7 @@ TEST_F(CxxTryForms, EventFdTryFormsReportTheCounterAndWouldBlock) {
   EXPECT_EQ(e.read(), UINT64_MAX - 1);
 }
 
-// --- Timeouts of any duration (item 10) -------------------------------------
+// --- Timeouts of any duration ------------------------------------------------
 
 using uepoll::detail::CeilToNanoseconds;
 static_assert(CeilToNanoseconds(500us) == nanoseconds(500000));
@@ -373,7 +373,7 @@ TEST_F(CxxTimeouts, InstanceDefaultMinWaitStillAppliesToTimedWaits) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, 2ms);
 }
 
-// --- Typed event data (item 12) ---------------------------------------------
+// --- Typed event data --------------------------------------------------------
 
 static_assert(std::is_convertible_v<int, EventData>);
 static_assert(std::is_convertible_v<int*, EventData>);

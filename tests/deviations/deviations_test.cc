@@ -1,6 +1,7 @@
 // Each test pins one deviation from Linux listed in docs/semantics.md: it
 // asserts uepoll's documented behaviour, so that a change to it is noticed
 // and the document updated.
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -54,18 +55,22 @@ TEST_F(Deviations, EventfdReadIntoNullFailsWithoutConsuming) {
   EXPECT_EQ(uepoll_close(efd), 0);
 }
 
-// D3: fcntl answers the descriptor, status-flag and pipe-size commands;
-// the owner and signal commands are EINVAL (the kernel answers F_GETOWN
-// with 0 on a pipe).
-TEST_F(Deviations, FcntlOwnerIsEinval) {
+// D3: fcntl answers the descriptor, status-flag, owner, signal and
+// pipe-size commands; leases, locks and directory notifications are EINVAL
+// (the kernel answers F_GETLEASE with F_UNLCK on a pipe, and F_NOTIFY 0
+// with 0).
+TEST_F(Deviations, FcntlLeasesLocksAndNotifyAreEinval) {
   int p[2];
   ASSERT_EQ(uepoll_pipe(p), 0);
-  EXPECT_EQ(uepoll_fcntl(p[0], F_GETOWN), -1);
+  EXPECT_EQ(uepoll_fcntl(p[0], F_GETLEASE), -1);
   EXPECT_EQ(errno, EINVAL);
-  EXPECT_EQ(uepoll_fcntl(p[0], F_SETOWN, getpid()), -1);
+  EXPECT_EQ(uepoll_fcntl(p[0], F_NOTIFY, 0), -1);
   EXPECT_EQ(errno, EINVAL);
-  EXPECT_EQ(uepoll_fcntl(p[0], F_GETSIG), -1);
+  struct flock fl {};
+  fl.l_type = F_RDLCK;
+  EXPECT_EQ(uepoll_fcntl(p[0], F_GETLK, &fl), -1);
   EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(uepoll_fcntl(p[0], F_GETOWN), 0) << "answered now";
   EXPECT_EQ(uepoll_close(p[0]), 0);
   EXPECT_EQ(uepoll_close(p[1]), 0);
 }
@@ -84,12 +89,14 @@ TEST_F(Deviations, StreamSendOobIsEopnotsupp) {
   EXPECT_EQ(uepoll_close(sv[1]), 0);
 }
 
-// D27: a uepoll descriptor cannot travel over a kernel socket (the kernel
-// would pass its placeholder): sendmsg fails EOPNOTSUPP and sends nothing.
-TEST_F(Deviations, UepollDescriptorOverAKernelSocketIsEopnotsupp) {
+// D27 (b): a uepoll object with no kernel equivalent (a timerfd) cannot
+// travel over a kernel socket (the kernel would pass its placeholder):
+// sendmsg fails EOPNOTSUPP and sends nothing. (Pipes, socket pairs and
+// eventfds are converted first: tests/crossing.)
+TEST_F(Deviations, UnconvertibleDescriptorOverAKernelSocketIsEopnotsupp) {
   int ksv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, ksv), 0);
-  int efd = uepoll_eventfd(0, 0);
+  int efd = uepoll_timerfd_create(CLOCK_MONOTONIC, 0);
   ASSERT_GE(efd, 0);
   char byte = 'x';
   iovec iov{&byte, 1};
@@ -113,19 +120,46 @@ TEST_F(Deviations, UepollDescriptorOverAKernelSocketIsEopnotsupp) {
   ::close(ksv[1]);
 }
 
-// D28: signal-driven I/O is not modelled: FIOASYNC on fails ENOTTY (the
-// kernel turns on O_ASYNC for a pipe); off succeeds.
-TEST_F(Deviations, FioasyncOnIsEnotty) {
+// D28: a signal-driven I/O signal for a process group (or another
+// process) is sent with kill(): it carries SI_USER and no si_fd (the
+// kernel's carries POLL_IN, si_band and si_fd to every member). Checked
+// in a child that leads a process group of its own, so that the signal
+// reaches no other process.
+int SigioToOwnGroupChild() {
+  if (setpgid(0, 0) != 0) return 10;
   int p[2];
-  ASSERT_EQ(uepoll_pipe(p), 0);
-  int on = 1;
-  EXPECT_EQ(uepoll_ioctl(p[0], FIOASYNC, &on), -1);
-  EXPECT_EQ(errno, ENOTTY);
-  EXPECT_EQ(uepoll_fcntl(p[0], F_GETFL) & O_ASYNC, 0);
-  int off = 0;
-  EXPECT_EQ(uepoll_ioctl(p[0], FIOASYNC, &off), 0);
-  EXPECT_EQ(uepoll_close(p[0]), 0);
-  EXPECT_EQ(uepoll_close(p[1]), 0);
+  if (uepoll_pipe2(p, O_NONBLOCK) != 0) return 11;
+  int sig = SIGRTMIN + 3;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  if (uepoll_fcntl(p[0], F_SETOWN, -getpgrp()) != 0 ||
+      uepoll_fcntl(p[0], F_SETSIG, sig) != 0 ||
+      uepoll_fcntl(p[0], F_SETFL, O_ASYNC | O_NONBLOCK) != 0) {
+    return 12;
+  }
+  siginfo_t si{};
+  struct timespec zero {};
+  if (uepoll_write(p[1], "x", 1) != 1) return 13;
+  if (sigtimedwait(&set, &si, &zero) != sig) return 14;
+  if (si.si_code != SI_USER || si.si_pid != getpid()) return 15;
+  // To this process itself: the kernel's siginfo.
+  if (uepoll_fcntl(p[0], F_SETOWN, getpid()) != 0) return 16;
+  if (uepoll_write(p[1], "y", 1) != 1) return 17;
+  if (sigtimedwait(&set, &si, &zero) != sig) return 18;
+  if (si.si_code != POLL_IN || si.si_fd != p[0]) return 19;
+  return 0;
+}
+
+TEST_F(Deviations, SigioToAProcessGroupIsSentByKill) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(SigioToOwnGroupChild());
+  int status = -1;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the step that failed";
 }
 
 // D14: a failed socketpair leaves sv as it was.

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "difffuzz/interp.h"
 
@@ -110,7 +111,7 @@ const char* KName(K k) {
       "kCtl",     "kWait",     "kPoll",       "kPollAll",     "kRead",
       "kWrite",   "kShutdown", "kDup",        "kDup2",        "kDup3",
       "kFcntl",   "kClose",    "kReadv",      "kWritev",      "kSend",
-      "kRecv",    "kIoctl",    "kCount"};
+      "kRecv",    "kIoctl",    "kKernelObj",  "kLimit",       "kCount"};
   return kNames[static_cast<int>(k)];
 }
 
@@ -214,6 +215,22 @@ std::string Describe(const Op& op) {
       snprintf(b, sizeof b, "ioctl(%s, 0x%" PRIx64 ")", H(op.h[0]).c_str(),
                op.a);
       break;
+    case K::kKernelObj:
+      if (op.a == 0) {
+        snprintf(b, sizeof b,
+                 "kernel eventfd(%" PRId64 ", NONBLOCK%s) (libc, both sides)",
+                 op.b, (op.c & 1) ? "|SEMAPHORE" : "");
+      } else {
+        static const char* const kWhat[] = {"", "pipe2(NONBLOCK)",
+                                            "epoll_create1(0)",
+                                            "socketpair(STREAM|NONBLOCK)"};
+        snprintf(b, sizeof b, "kernel %s (libc, both sides)", kWhat[op.a & 3]);
+      }
+      break;
+    case K::kLimit:
+      snprintf(b, sizeof b,
+               "descriptor limit := offset %" PRId64 " (both sides)", op.a);
+      break;
     case K::kCount:
       return "(end of sequence)";
   }
@@ -253,6 +270,37 @@ std::string Describe(const Outcome& o, const Op& op) {
     }
   }
   return s + "]";
+}
+
+std::vector<Op> ParseOps(const std::string& text) {
+  std::vector<Op> ops;
+  size_t pos = 0;
+  while ((pos = text.find("{K::", pos)) != std::string::npos) {
+    size_t end = text.find('\n', pos);
+    std::string line = text.substr(
+        pos + 4, end == std::string::npos ? std::string::npos : end - pos - 4);
+    pos = end;
+    char name[32];
+    Op op{K::kCount, {0, 0, 0, 0}, 0, 0, 0};
+    unsigned long long c = 0;
+    long long a = 0, b = 0;
+    if (sscanf(line.c_str(),
+               "%31[A-Za-z0-9], {%d, %d, %d, %d}, %lld, %lld, %llx", name,
+               &op.h[0], &op.h[1], &op.h[2], &op.h[3], &a, &b, &c) != 8) {
+      continue;
+    }
+    for (int k = 0; k < static_cast<int>(K::kCount); ++k) {
+      if (std::string(KName(static_cast<K>(k))) == name)
+        op.k = static_cast<K>(k);
+    }
+    if (op.k == K::kCount) continue;
+    op.a = a;
+    op.b = b;
+    op.c = c;
+    ops.push_back(op);
+    if (end == std::string::npos) break;
+  }
+  return ops;
 }
 
 std::string Report(const std::vector<Op>& ops, const Mismatch& m) {

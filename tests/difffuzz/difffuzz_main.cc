@@ -2,7 +2,9 @@
 // uepoll side by side (interp.h), every result compared.
 //
 //   uepoll-difffuzz [--seed N|random] [--ops N] [--keep-going]
-//                   [--skip-known] [--stats]
+//                   [--skip-known] [--stats] [--numbering disjoint|kernel]
+//                   [--check off|failures|all] [--check-every N]
+//                   [--full-probe] [--replay FILE]
 //   uepoll-difffuzz --threads [--seed N|random] [--scenarios N]
 //                   [--first N] [--max-steps N] [--stats]
 //
@@ -18,6 +20,14 @@
 // --skip-known skips the ops of known engine differences (each pinned by a
 // failing regression test; interp.cc KnownDifference) so that a long run
 // reports new ones only; --stats prints how each op kind ended.
+// --numbering picks uepoll's numbering mode for the run (default disjoint;
+// kernel: uepoll's default, where instances hold kernel descriptors and the
+// generator makes kernel objects on both sides; numbering.h). --check
+// runs the state check (interp.h, state_check.cc) after every failing call
+// (failures, the default), after every call (all: to find the op that
+// first made a difference), or never; --full-probe makes its registration
+// probe cover every pair at every check; --check-every N checks after
+// every N-th failing call of a sequence only.
 // Progress goes to stderr every 100K ops; the last line of stdout is the
 // summary. Exit status 0 when nothing differed.
 //
@@ -26,6 +36,7 @@
 // a seed depends on the seed and i alone, so --first i --scenarios 1
 // repeats it. A difference prints the scenario and exits 1; a fatal check or
 // a hang (the watchdog) prints it and aborts.
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -33,6 +44,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "difffuzz/interp.h"
 #include "difffuzz/mt.h"
@@ -43,6 +55,9 @@ void Usage() {
   std::fprintf(stderr,
                "usage: uepoll-difffuzz [--seed N|random] [--ops N] "
                "[--keep-going] [--skip-known] [--stats]\n"
+               "                       [--numbering disjoint|kernel] "
+               "[--check off|failures|all] [--check-every N] [--full-probe]\n"
+               "                       [--replay FILE]\n"
                "       uepoll-difffuzz --threads [--seed N|random] "
                "[--scenarios N] [--first N] [--max-steps N] [--stats]\n");
 }
@@ -81,6 +96,41 @@ int RunThreaded(uint64_t seed, uint64_t first, uint64_t count, int max_steps,
   return failures ? 1 : 0;
 }
 
+// --replay FILE: runs the ops of a report's "as code" lines (FILE: a
+// report, or the lines alone; "-": stdin) once, prints the report of the
+// first difference, and shrinks it.
+int Replay(const std::string& path, const difffuzz::Options& opt) {
+  FILE* in = path == "-" ? stdin : std::fopen(path.c_str(), "r");
+  if (!in) {
+    std::fprintf(stderr, "uepoll-difffuzz: cannot open %s\n", path.c_str());
+    return 2;
+  }
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, in)) > 0) text.append(buf, n);
+  if (in != stdin) std::fclose(in);
+  std::vector<difffuzz::Op> ops = difffuzz::ParseOps(text);
+  difffuzz::Mismatch m;
+  if (difffuzz::RunSequence(ops, &m, opt)) {
+    std::printf("uepoll-difffuzz --replay: %zu ops, no difference\n",
+                ops.size());
+    return 0;
+  }
+  std::printf("%s", difffuzz::Report(ops, m).c_str());
+  difffuzz::Options used;
+  std::vector<difffuzz::Op> small = difffuzz::Shrink(ops, m, opt, &used);
+  difffuzz::Mismatch sm;
+  if (!difffuzz::RunSequence(small, &sm, used)) {
+    std::printf("minimal reproduction%s:\n%s",
+                used.check == difffuzz::Check::kAll
+                    ? " (--check all --full-probe)"
+                    : "",
+                difffuzz::Report(small, sm).c_str());
+  }
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,8 +138,10 @@ int main(int argc, char** argv) {
   uint64_t total = 1000000;
   bool keep_going = false;
   bool stats = false;
-  bool skip_known = false;
+  difffuzz::Options opt;
+  opt.check = difffuzz::Check::kFailures;
   bool threads = false, random_seed = false;
+  std::string replay;
   uint64_t scenarios = 200, first = 0;
   int max_steps = 160;
   for (int i = 1; i < argc; ++i) {
@@ -113,7 +165,33 @@ int main(int argc, char** argv) {
     } else if (a == "--ops" && i + 1 < argc) {
       total = std::strtoull(argv[++i], nullptr, 0);
     } else if (a == "--skip-known") {
-      skip_known = true;
+      opt.skip_known = true;
+    } else if (a == "--numbering" && i + 1 < argc) {
+      std::string v = argv[++i];
+      if (v != "kernel" && v != "disjoint") {
+        Usage();
+        return 2;
+      }
+      opt.numbering = v == "kernel" ? difffuzz::NumberingMode::kKernel
+                                    : difffuzz::NumberingMode::kDisjoint;
+    } else if (a == "--check" && i + 1 < argc) {
+      std::string v = argv[++i];
+      if (v == "off") {
+        opt.check = difffuzz::Check::kOff;
+      } else if (v == "failures") {
+        opt.check = difffuzz::Check::kFailures;
+      } else if (v == "all") {
+        opt.check = difffuzz::Check::kAll;
+      } else {
+        Usage();
+        return 2;
+      }
+    } else if (a == "--full-probe") {
+      opt.full_probe = true;
+    } else if (a == "--check-every" && i + 1 < argc) {
+      opt.check_every = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--replay" && i + 1 < argc) {
+      replay = argv[++i];
     } else if (a == "--stats") {
       stats = true;
     } else if (a == "--keep-going") {
@@ -136,6 +214,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   if (threads) return RunThreaded(seed, first, scenarios, max_steps, stats);
+  if (!replay.empty()) return Replay(replay, opt);
 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
@@ -154,7 +233,7 @@ int main(int argc, char** argv) {
     difffuzz::Mismatch m;
     bool same = true;
     {
-      difffuzz::Session s(skip_known);
+      difffuzz::Session s(opt);
       if (!s.ok()) {
         std::fprintf(stderr, "uepoll-difffuzz: setup failed: %s\n",
                      s.setup_error().c_str());
@@ -178,17 +257,21 @@ int main(int argc, char** argv) {
     std::printf("MISMATCH: seed %" PRIu64 ", op %" PRIu64 " (sequence %" PRIu64
                 ", op %zu of it)\n",
                 seed, first_op + m.index, sequences - 1, m.index);
-    std::printf("  op: %s\n    kernel: %s\n    uepoll: %s\n",
-                difffuzz::Describe(m.op).c_str(),
+    std::printf("  (%s)\n  op: %s\n    kernel: %s\n    uepoll: %s\n",
+                m.what.c_str(), difffuzz::Describe(m.op).c_str(),
                 difffuzz::Describe(m.kernel, m.op).c_str(),
                 difffuzz::Describe(m.uepoll, m.op).c_str());
-    std::vector<difffuzz::Op> small = difffuzz::Shrink(ops, m, skip_known);
+    difffuzz::Options used;
+    std::vector<difffuzz::Op> small = difffuzz::Shrink(ops, m, opt, &used);
     difffuzz::Mismatch sm;
-    if (difffuzz::RunSequence(small, &sm, skip_known)) {
+    if (difffuzz::RunSequence(small, &sm, used)) {
       std::printf("  (the shrunk sequence no longer reproduces; full one:)\n%s",
                   difffuzz::Report(ops, m).c_str());
     } else {
-      std::printf("minimal reproduction:\n%s",
+      std::printf("minimal reproduction%s:\n%s",
+                  used.check == difffuzz::Check::kAll
+                      ? " (--check all --full-probe)"
+                      : "",
                   difffuzz::Report(small, sm).c_str());
     }
     std::fflush(stdout);
@@ -199,10 +282,13 @@ int main(int argc, char** argv) {
     std::printf("outcomes per op kind (kernel side):\n%s",
                 difffuzz::CoverageSummary().c_str());
   }
-  std::printf("uepoll-difffuzz: seed %" PRIu64 ": %" PRIu64 " ops in %" PRIu64
-              " sequences, %.2f s (%.0f ops/s), %d %s\n",
-              seed, done, sequences, t,
-              t > 0 ? static_cast<double>(done) / t : 0.0, mismatches,
-              mismatches == 1 ? "mismatch" : "mismatches");
+  std::printf(
+      "uepoll-difffuzz: seed %" PRIu64 ": %" PRIu64 " ops in %" PRIu64
+      " sequences, %ld state checks, %s numbering, %.2f s (%.0f "
+      "ops/s), %d %s\n",
+      seed, done, sequences, difffuzz::StateChecks(),
+      opt.numbering == difffuzz::NumberingMode::kKernel ? "kernel" : "disjoint",
+      t, t > 0 ? static_cast<double>(done) / t : 0.0, mismatches,
+      mismatches == 1 ? "mismatch" : "mismatches");
   return mismatches ? 1 : 0;
 }

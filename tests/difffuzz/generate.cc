@@ -10,6 +10,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <iterator>
@@ -53,6 +54,32 @@ int32_t Session::PickHandle(Chooser& ch, int want) const {
   return static_cast<int32_t>(ch.Below(static_cast<uint32_t>(table_.size())));
 }
 
+// A number that is closed now: a free offset, a handle whose number was
+// closed or reused, or -1.
+int32_t Session::PickClosed(Chooser& ch) const {
+  int free_offs[kFdSpan];
+  int n = 0;
+  for (int off = 0; off < kFdSpan; ++off) {
+    if (cur_[static_cast<size_t>(off)] < 0) free_offs[n++] = off;
+  }
+  if (n > 0 && !ch.OneIn(4)) {
+    return kRawBase - free_offs[ch.Below(static_cast<uint32_t>(n))];
+  }
+  return ch.OneIn(2) ? kNegFd
+                     : static_cast<int32_t>(table_.size() + ch.Below(8));
+}
+
+// An open kernel object (kKernelObj), or -1.
+int32_t Session::PickKernelObj(Chooser& ch) const {
+  int cand[kFdSpan];
+  int n = 0;
+  for (int off = 0; off < kFdSpan; ++off) {
+    int h = cur_[static_cast<size_t>(off)];
+    if (h >= 0 && table_[static_cast<size_t>(h)].kobj) cand[n++] = h;
+  }
+  return n ? cand[ch.Below(static_cast<uint32_t>(n))] : -1;
+}
+
 Op Session::Generate(Chooser& ch) const {
   Op op{K::kCount, {0, 0, 0, 0}, 0, 0, 0};
   int open = 0;
@@ -83,6 +110,11 @@ Op Session::Generate(Chooser& ch) const {
       5,                   // send
       5,                   // recv
       2,                   // ioctl
+      // Kernel objects on both sides: the kernel numbering only.
+      opt_.numbering == NumberingMode::kKernel ? create_w : 0,
+      // The descriptor limit: lowered now and then, back up soon after
+      // (about 25 ops under it).
+      numbering_.limit() < kFdSpan ? 6 : 1,
   };
   int total = 0;
   for (int x : w) total += x;
@@ -171,6 +203,17 @@ Op Session::Generate(Chooser& ch) const {
       op.h[0] = PickHandle(ch, kEpoll);
       // Targets: sources mostly, instances for nesting.
       op.h[1] = PickHandle(ch, ch.OneIn(4) ? kEpoll : source_kind());
+      // A kernel instance takes kernel targets (a uepoll one is D1,
+      // skipped); a uepoll instance takes them now and then.
+      if (opt_.numbering == NumberingMode::kKernel) {
+        bool kinst = op.h[0] >= 0 &&
+                     static_cast<size_t>(op.h[0]) < table_.size() &&
+                     table_[static_cast<size_t>(op.h[0])].kobj;
+        if (kinst ? !ch.OneIn(8) : ch.OneIn(3)) {
+          int32_t t = PickKernelObj(ch);
+          if (t >= 0) op.h[1] = t;
+        }
+      }
       uint32_t r = ch.Below(100);
       if (r < 50) {
         op.a = EPOLL_CTL_ADD;
@@ -200,6 +243,17 @@ Op Session::Generate(Chooser& ch) const {
       op.b = ev;
       op.c = small_or_big();
       op.h[2] = ch.OneIn(40) ? 1 : 0;
+      // Failing on purpose: a pair that an ADD registered (EEXIST), or the
+      // reverse of a nesting (ELOOP); MOD and DEL of it succeed or ENOENT.
+      if (!added_.empty() && ch.OneIn(6)) {
+        auto [ep, t] = added_[ch.Below(static_cast<uint32_t>(added_.size()))];
+        op.h[0] = ep;
+        op.h[1] = t;
+        if (ch.OneIn(3)) std::swap(op.h[0], op.h[1]);
+        op.a = ch.OneIn(2) ? EPOLL_CTL_ADD
+                           : (ch.OneIn(2) ? EPOLL_CTL_MOD : EPOLL_CTL_DEL);
+        op.h[2] = 0;
+      }
       break;
     }
     case K::kWait: {
@@ -237,7 +291,7 @@ Op Session::Generate(Chooser& ch) const {
       op.h[0] = PickHandle(ch, ch.OneIn(20) ? -1 : want);
       uint32_t r = ch.Below(10);
       if (want == kEfd && r < 8) {
-        op.a = 8;
+        op.a = ch.OneIn(6) ? ch.Below(8) : 8;  // a short buffer: EINVAL
       } else if (r < 2) {
         static const int64_t kOdd[] = {0, 1, 7, 9, 16};
         op.a = kOdd[ch.Below(5)];
@@ -296,6 +350,17 @@ Op Session::Generate(Chooser& ch) const {
       op.h[1] = ch.OneIn(2)
                     ? PickHandle(ch, -1)
                     : kRawBase - static_cast<int32_t>(ch.Below(kFdSpan + 4));
+      // Failing on purpose: from a closed number (EBADF, newfd must stay
+      // as it was), often onto an instance (one holding registrations).
+      if (ch.OneIn(3)) {
+        op.h[0] = PickClosed(ch);
+        if (ch.OneIn(2)) {
+          op.h[1] =
+              !added_.empty() && ch.OneIn(2)
+                  ? added_[ch.Below(static_cast<uint32_t>(added_.size()))].first
+                  : PickHandle(ch, kEpoll);
+        }
+      }
       if (op.k == K::kDup3) {
         static const int64_t kFlags[] = {0, O_CLOEXEC, O_CLOEXEC, O_NONBLOCK};
         op.b = kFlags[ch.Below(4)];
@@ -305,8 +370,8 @@ Op Session::Generate(Chooser& ch) const {
       op.h[0] = PickHandle(ch, -1);
       static const int64_t kCmds[] = {
           F_GETFL,         F_SETFL,      F_GETFD,      F_SETFD, F_DUPFD,
-          F_DUPFD_CLOEXEC, F_GETPIPE_SZ, F_SETPIPE_SZ, 9999};
-      op.a = kCmds[ch.Below(9)];
+          F_DUPFD_CLOEXEC, F_GETPIPE_SZ, F_SETPIPE_SZ, 9999,    -1};
+      op.a = kCmds[ch.Below(10)];
       if (op.a == F_SETPIPE_SZ) {
         // Shrinking below the content (EBUSY), rounding, the smallest size.
         static const int64_t kSizes[] = {0,    1,     4096,   5000,
@@ -316,8 +381,11 @@ Op Session::Generate(Chooser& ch) const {
       if (op.a == F_SETFL) op.b = ch.OneIn(3) ? O_DIRECT : 0;
       if (op.a == F_SETFD) op.b = ch.Below(2);
       if (op.a == F_DUPFD || op.a == F_DUPFD_CLOEXEC) {
+        // -1 and numbers at or past the limit: EINVAL.
         op.b = ch.OneIn(10) ? -1 : static_cast<int64_t>(ch.Below(kFdSpan + 4));
+        if (ch.OneIn(8)) op.b = numbering_.limit() + ch.Below(4);
       }
+      if (op.a == F_SETPIPE_SZ && ch.OneIn(4)) op.b = -1;  // EINVAL
       break;
     }
     case K::kClose:
@@ -381,6 +449,25 @@ Op Session::Generate(Chooser& ch) const {
       op.a = kReqs[ch.Below(4)];
       break;
     }
+    case K::kKernelObj:
+      op.a = ch.Below(4);
+      if (op.a == 0) {
+        op.b = ch.OneIn(2) ? 1 : 0;  // readable from the start, or not
+        op.c = ch.OneIn(4);          // EFD_SEMAPHORE
+      }
+      break;
+    case K::kLimit:
+      // Lowered to just above what is open (EMFILE soon), or back up.
+      if (numbering_.limit() < kFdSpan) {
+        op.a = kFdSpan;
+      } else {
+        int highest = 0;
+        for (int off = 0; off < kFdSpan; ++off) {
+          if (cur_[static_cast<size_t>(off)] >= 0) highest = off + 1;
+        }
+        op.a = std::min<int64_t>(kFdSpan, std::max(1, highest) + ch.Below(3));
+      }
+      break;
     case K::kCount:
       break;
   }

@@ -35,22 +35,6 @@ constexpr int kErrnoSentinel = 0x5eed;
 constexpr int kMaxEvents = 256;
 constexpr uint32_t kPollAllMask = POLLIN | POLLOUT | POLLPRI | POLLRDHUP;
 
-bool ReturnsFd(const Op& op) {
-  switch (op.k) {
-    case K::kEventfd:
-    case K::kEpollCreate:
-    case K::kEpollCreate1:
-    case K::kDup:
-    case K::kDup2:
-    case K::kDup3:
-      return true;
-    case K::kFcntl:
-      return op.a == F_DUPFD || op.a == F_DUPFD_CLOEXEC;
-    default:
-      return false;
-  }
-}
-
 // The count n split over nseg segments of buf, unevenly (the first gets
 // the odd bytes, one in the middle is empty when there are four), so that
 // segment boundaries fall inside messages and pages.
@@ -92,53 +76,26 @@ unsigned char g_ubuf[kMaxWrite + 16];
 
 }  // namespace
 
+bool ReturnsFd(const Op& op) {
+  switch (op.k) {
+    case K::kEventfd:
+    case K::kEpollCreate:
+    case K::kEpollCreate1:
+    case K::kDup:
+    case K::kDup2:
+    case K::kDup3:
+      return true;
+    case K::kFcntl:
+      return op.a == F_DUPFD || op.a == F_DUPFD_CLOEXEC;
+    case K::kKernelObj:
+      return op.a == 0 || op.a == 2;
+    default:
+      return false;
+  }
+}
+
 // ---------------------------------------------------------------- session
-
-Session::Session(bool skip_known) : skip_known_(skip_known) {
-  struct sigaction ign {
-  }, old{};
-  ign.sa_handler = SIG_IGN;
-  sigaction(SIGPIPE, &ign, &old);
-  old_sigpipe_ = reinterpret_cast<void*>(old.sa_handler);
-
-  // uepoll numbers come from their own range here, so that a handle's two
-  // numbers line up (interp.h); the default numbering shares the kernel's
-  // table and is covered by the conformance suites.
-  if (uepoll_set_fd_mode(UEPOLL_FD_MODE_DISJOINT) != 0) {
-    setup_error_ = "cannot select uepoll's disjoint numbering";
-    return;
-  }
-  uepoll_live_counts c{};
-  uepoll_debug_live_counts(&c);
-  if (c.descriptors != 0) {
-    setup_error_ = "uepoll descriptors are open before the session";
-    return;
-  }
-  live_files_ = c.files;
-  live_items_ = c.items;
-  live_descriptors_ = c.descriptors;
-  live_instances_ = c.instances;
-
-  if (!numbering_.Setup(&setup_error_)) return;
-  cur_.assign(kFdSpan + 8, -1);
-  ok_ = true;
-}
-
-Session::~Session() {
-  if (!torn_down_) {
-    // Kernel side first: sanitizer runtimes (UBSan's vptr check) need free
-    // kernel descriptors for themselves while uepoll calls run.
-    if (ok_) {
-      for (int off = 0; off < kFdSpan; ++off) ::close(numbering_.Fd(true, off));
-    }
-    for (int off = 0; off < kFdSpan; ++off)
-      uepoll_close(numbering_.Fd(false, off));
-  }
-  numbering_.Restore();
-  struct sigaction old {};
-  old.sa_handler = reinterpret_cast<void (*)(int)>(old_sigpipe_);
-  sigaction(SIGPIPE, &old, nullptr);
-}
+// (construction and teardown of the numbering: session.cc)
 
 Session::Fds Session::Resolve(int32_t h) const {
   int off;
@@ -155,10 +112,10 @@ Session::Fds Session::Resolve(int32_t h) const {
   return {numbering_.Fd(true, off), numbering_.Fd(false, off)};
 }
 
-void Session::Push(long off, K kind, int side) {
+void Session::Push(long off, K kind, int side, bool kobj) {
   if (off < 0 || off >= kFdSpan) return;
   cur_[static_cast<size_t>(off)] = static_cast<int>(table_.size());
-  table_.push_back({static_cast<int>(off), kind, side});
+  table_.push_back({static_cast<int>(off), kind, side, kobj});
 }
 
 // ---------------------------------------------------------------- execution
@@ -333,6 +290,32 @@ Outcome Session::Exec(bool kernel, const Op& op, Fds f[4]) {
       if (o.ret == 0) o.out.push_back(static_cast<uint32_t>(value));
       break;
     }
+    case K::kKernelObj: {
+      // The libc call on both sides: on uepoll's, a kernel descriptor that
+      // every uepoll_* call passes to libc.
+      int p[2] = {-1, -1};
+      switch (op.a) {
+        case 0:
+          o.ret = ::eventfd(static_cast<unsigned>(op.b),
+                            EFD_NONBLOCK | ((op.c & 1) ? EFD_SEMAPHORE : 0));
+          break;
+        case 1:
+          o.ret = ::pipe2(p, O_NONBLOCK);
+          break;
+        case 2:
+          o.ret = ::epoll_create1(0);
+          break;
+        default:
+          o.ret = ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, p);
+          break;
+      }
+      if ((op.a == 1 || op.a == 3) && o.ret == 0) {
+        o.out.push_back(static_cast<uint64_t>(numbering_.Offset(kernel, p[0])));
+        o.out.push_back(static_cast<uint64_t>(numbering_.Offset(kernel, p[1])));
+      }
+      break;
+    }
+    case K::kLimit:
     case K::kCount:
       break;
   }
@@ -346,17 +329,30 @@ Outcome Session::Exec(bool kernel, const Op& op, Fds f[4]) {
   return o;
 }
 
-// The known differences: ops on which uepoll is known to differ, each
-// pinned by a regression test that fails until the engine is fixed. Decide
-// from the kernel's state alone, so that both sides skip the same ops; e.g.
-//   if (op.k == K::kSocketpair && <kernel has < 2 free numbers>) return true;
-// None at the moment (B1, socketpair's EMFILE order, was fixed in 9f4abf3).
-bool Session::KnownDifference(const Op&) const { return false; }
+bool Session::MayAllocate(const Op& op) const {
+  switch (op.k) {
+    case K::kPipe2:
+    case K::kSocketpair:
+      return true;
+    case K::kKernelObj:
+      return true;
+    default:
+      return ReturnsFd(op) && op.k != K::kDup2 && op.k != K::kDup3;
+  }
+}
 
 bool Session::Run(const Op& op, size_t index, Mismatch* m) {
-  if (skip_known_ && KnownDifference(op)) return true;
+  if (op.k == K::kLimit) {
+    numbering_.SetLimit(static_cast<int>(op.a));
+    return true;
+  }
+  if (op.k == K::kKernelObj && opt_.numbering != NumberingMode::kKernel) {
+    return true;  // the uepoll side's number would not line up
+  }
   Fds f[4];
   for (int i = 0; i < 4; ++i) f[i] = Resolve(op.h[i]);
+  if (Deviation(op, f)) return true;
+  if (opt_.skip_known && KnownDifference(op, f)) return true;
   Op eff = op;
   if (op.k == K::kWrite || op.k == K::kWritev || op.k == K::kSend) {
     // Sockets: short writes, and none once the kernel's send queue is
@@ -371,9 +367,34 @@ bool Session::Run(const Op& op, size_t index, Mismatch* m) {
       if (eff.a > 256) eff.a = 256;
     }
   }
+  // An instance holding kernel descriptors (or one above such an
+  // instance) reports its two halves in an order of its own
+  // (docs/design.md, "kernel half"): under the kernel numbering every wait
+  // takes all that is ready, compared as a set.
+  const bool as_set = opt_.numbering == NumberingMode::kKernel &&
+                      op.k == K::kWait && op.a >= 1 && op.a <= INT_MAX / 12;
+  if (as_set) eff.a = kMaxEvents;
+  numbering_.Enter(true, MayAllocate(eff));
   Outcome ko = Exec(true, eff, f);
+  numbering_.Leave();
+  numbering_.Enter(false, MayAllocate(eff));
   Outcome uo = Exec(false, eff, f);
-  if (!(ko == uo)) {
+  numbering_.Leave();
+  if (as_set) {
+    for (Outcome* o : {&ko, &uo}) {
+      std::vector<std::pair<uint64_t, uint64_t>> evs;
+      for (size_t i = 0; i + 1 < o->out.size(); i += 2) {
+        evs.push_back({o->out[i + 1], o->out[i]});
+      }
+      std::sort(evs.begin(), evs.end());
+      o->out.clear();
+      for (auto [data, events] : evs) {
+        o->out.push_back(events);
+        o->out.push_back(data);
+      }
+    }
+  }
+  if (!(ko == uo) && !(opt_.skip_known && KnownAfterTheFact(op, f, &ko, &uo))) {
     if (m) *m = {index, op, ko, uo, "result"};
     return false;
   }
@@ -382,30 +403,56 @@ bool Session::Run(const Op& op, size_t index, Mismatch* m) {
     if (e >= 0 && e < 134) ++g_cov[static_cast<int>(op.k)][e];
     if (ko.ret > 0) ++g_cov_nonempty[static_cast<int>(op.k)];
   }
-  if (ko.ret < 0) return true;
+  if (ko.ret < 0) {
+    if (opt_.check == Check::kOff) return true;
+    if (opt_.check == Check::kFailures && opt_.check_every > 1 &&
+        failures_++ % opt_.check_every != 0) {
+      return true;
+    }
+    if (m) *m = {index, op, ko, uo, ""};
+    return CheckState(op, f, index, m);
+  }
   switch (op.k) {
     case K::kEventfd:
     case K::kEpollCreate:
     case K::kEpollCreate1:
-      Push(ko.ret, op.k == K::kEventfd ? K::kEventfd : K::kEpollCreate1, 0);
+      Push(ko.ret, op.k == K::kEventfd ? K::kEventfd : K::kEpollCreate1, 0,
+           false);
       break;
     case K::kPipe2:
     case K::kSocketpair:
-      Push(static_cast<long>(ko.out[0]), op.k, 0);
-      Push(static_cast<long>(ko.out[1]), op.k, 1);
+      Push(static_cast<long>(ko.out[0]), op.k, 0, false);
+      Push(static_cast<long>(ko.out[1]), op.k, 1, false);
+      break;
+    case K::kKernelObj:
+      if (op.a == 0 || op.a == 2) {
+        Push(ko.ret, op.a == 0 ? K::kEventfd : K::kEpollCreate1, 0, true);
+      } else {
+        K kind = op.a == 1 ? K::kPipe2 : K::kSocketpair;
+        Push(static_cast<long>(ko.out[0]), kind, 0, true);
+        Push(static_cast<long>(ko.out[1]), kind, 1, true);
+      }
+      break;
+    case K::kCtl:
+      if (op.a == EPOLL_CTL_ADD) {
+        if (added_.size() >= 32) added_.erase(added_.begin());
+        added_.push_back({op.h[0], op.h[1]});
+      }
       break;
     case K::kDup:
     case K::kDup2:
     case K::kDup3:
     case K::kFcntl: {
       if (!ReturnsFd(op)) break;
-      K kind = K::kCount;
-      int side = 0;
-      if (op.h[0] >= 0 && static_cast<size_t>(op.h[0]) < table_.size()) {
-        kind = table_[static_cast<size_t>(op.h[0])].kind;
-        side = table_[static_cast<size_t>(op.h[0])].side;
+      // The copy's kind: its source's (the handle open at that offset).
+      long src = numbering_.Offset(true, f[0].k);
+      int h = src >= 0 && src < kFdSpan ? cur_[static_cast<size_t>(src)] : -1;
+      if (h >= 0) {
+        const Handle& hd = table_[static_cast<size_t>(h)];
+        Push(ko.ret, hd.kind, hd.side, hd.kobj);
+      } else {
+        Push(ko.ret, K::kCount, 0, false);
       }
-      Push(ko.ret, kind, side);
       break;
     }
     case K::kClose: {
@@ -416,7 +463,9 @@ bool Session::Run(const Op& op, size_t index, Mismatch* m) {
     default:
       break;
   }
-  return true;
+  if (opt_.check != Check::kAll) return true;
+  if (m) *m = {index, op, ko, uo, ""};
+  return CheckState(op, f, index, m);
 }
 
 bool Session::Teardown(size_t index, Mismatch* m) {
@@ -463,58 +512,6 @@ bool Session::Teardown(size_t index, Mismatch* m) {
     return false;
   }
   return true;
-}
-
-// ---------------------------------------------------------------- sequences
-
-bool RunSequence(const std::vector<Op>& ops, Mismatch* m, bool skip_known) {
-  Session s(skip_known);
-  if (!s.ok()) {
-    if (m)
-      *m = {0,
-            Op{K::kCount, {0, 0, 0, 0}, 0, 0, 0},
-            {},
-            {},
-            "setup: " + s.setup_error()};
-    return false;
-  }
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (!s.Run(ops[i], i, m)) return false;
-  }
-  return s.Teardown(ops.size(), m);
-}
-
-namespace {
-bool SameFailure(const std::vector<Op>& ops, const Mismatch& m, K kind,
-                 bool teardown) {
-  bool is_teardown = m.index >= ops.size();
-  if (is_teardown != teardown) return false;
-  return teardown || ops[m.index].k == kind;
-}
-}  // namespace
-
-std::vector<Op> Shrink(std::vector<Op> ops, const Mismatch& first,
-                       bool skip_known) {
-  bool teardown = first.index >= ops.size();
-  K kind = teardown ? K::kCount : ops[first.index].k;
-  if (!teardown) ops.resize(first.index + 1);
-  bool changed = true;
-  for (int pass = 0; changed && pass < 8; ++pass) {
-    changed = false;
-    for (size_t i = ops.size(); i-- > 0;) {
-      if (i >= ops.size()) continue;
-      std::vector<Op> cand = ops;
-      cand.erase(cand.begin() + static_cast<long>(i));
-      Mismatch m;
-      if (!RunSequence(cand, &m, skip_known) &&
-          SameFailure(cand, m, kind, teardown)) {
-        if (!teardown) cand.resize(m.index + 1);
-        ops = std::move(cand);
-        changed = true;
-      }
-    }
-  }
-  return ops;
 }
 
 std::string CoverageSummary() {

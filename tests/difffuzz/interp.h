@@ -10,7 +10,16 @@
 //
 // Descriptor numbers are made to line up (numbering.h): a handle's number on
 // either side maps to the same offset, and EMFILE, dup2 past the limit and
-// reuse of closed numbers happen on both at the same op.
+// reuse of closed numbers happen on both at the same op. Under uepoll's
+// default (kernel) numbering, kernel objects are created on both sides too
+// (kKernelObj), so that uepoll instances hold kernel descriptors.
+//
+// The state check (Options::check): after every failing call (or every
+// call), both sides' observable state is compared: which numbers are open,
+// each one's flags and kind, readiness, and which registrations exist
+// (state_check.cc says how each is observed without changing anything).
+// A failing call must change nothing; a difference there is reported as a
+// "state" mismatch at that op.
 //
 // Everything is non-blocking: the interpreter forces O_NONBLOCK on every
 // source it creates (and keeps it through F_SETFL), and waits and polls use
@@ -23,6 +32,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "difffuzz/numbering.h"
@@ -49,13 +59,18 @@ enum class K : uint8_t {
   kDup3,          // h0 = old, h1 = new, b = flags
   kFcntl,         // h0 = fd, a = cmd, b = arg
   kClose,         // h0 = fd
-  // The I/O surface of issue 12 (appended, so that older encodings keep
+  // The vectored and socket calls (appended, so that older encodings keep
   // their meaning):
   kReadv,   // h0 = fd, a = count, b = segments (0..4: the count split)
   kWritev,  // h0 = fd, a = count, b = segments, c = pattern seed
   kSend,    // h0 = fd, a = count, b = MSG_* flags, c = pattern seed
   kRecv,    // h0 = fd, a = count, b = MSG_* flags
   kIoctl,   // h0 = fd, a = request (FIONREAD, SIOCOUTQ, FIONBIO on)
+  // Appended for the state check:
+  kKernelObj,  // a kernel object on both sides, by libc: a = 0 eventfd
+               // (b = initval), 1 pipe2, 2 epoll_create1, 3 stream
+               // socketpair; kernel numbering only (skipped otherwise)
+  kLimit,      // both sides' descriptor limit becomes offset a (1..span)
   kCount
 };
 
@@ -138,15 +153,35 @@ class ByteChooser : public Chooser {
   size_t pos_ = 0;
 };
 
+enum class Check {
+  kOff,
+  kFailures,  // the state check after every failing call
+  kAll,       // after every call (to find the op that made a difference)
+};
+
+struct Options {
+  // Skip (on both sides) the ops of the known, pinned engine differences
+  // listed in KnownDifference() (interp.cc), so that a long run reports
+  // only new ones.
+  bool skip_known = false;
+  // uepoll's numbering mode; a process can use one only (numbering.h).
+  NumberingMode numbering = NumberingMode::kDisjoint;
+  Check check = Check::kOff;
+  // The registration probe of the state check covers every (instance,
+  // target) pair; otherwise only the pairs with an operand of the op, and
+  // every pair at every 16th check.
+  bool full_probe = false;
+  // Check::kFailures: check after every check_every-th failing call of a
+  // sequence only (the sanitizer builds' long entry, to stay in its time).
+  int check_every = 1;
+};
+
 // Runs sequences on both backends. One Session per sequence: the
 // constructor lines the descriptor numbers up, the destructor closes
 // everything and restores the limits.
 class Session {
  public:
-  // skip_known: skip (on both sides) the ops of the known, pinned engine
-  // differences listed in KnownDifference() (interp.cc), so that a long run
-  // reports only new ones.
-  explicit Session(bool skip_known = false);
+  explicit Session(const Options& opt = Options());
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -165,28 +200,49 @@ class Session {
 
   size_t handles() const { return table_.size(); }
 
+  // op with its handle references made the raw offsets ("fd#n") they name
+  // now (for the shrinker).
+  Op Normalized(const Op& op) const;
+
  private:
   struct Handle {
     int off;
-    K kind;    // kind of the creating op (kDup: copied)
-    int side;  // pipe/socketpair: 0 or 1
+    K kind;     // kind of the creating op (kDup: copied)
+    int side;   // pipe/socketpair: 0 or 1
+    bool kobj;  // a kernel object on the uepoll side too (kKernelObj)
   };
   struct Fds {
     int k, u;
   };
   Fds Resolve(int32_t h) const;
   int32_t PickHandle(Chooser& ch, int want) const;
-  void Push(long off, K kind, int side);
+  int32_t PickClosed(Chooser& ch) const;
+  int32_t PickKernelObj(Chooser& ch) const;
+  void Push(long off, K kind, int side, bool kobj);
   Outcome Exec(bool kernel, const Op& op, Fds f[4]);
+  bool MayAllocate(const Op& op) const;
+  bool Deviation(const Op& op, const Fds f[4]) const;
+  // The state check (state_check.cc).
+  bool CheckState(const Op& op, const Fds f[4], size_t index, Mismatch* m);
 
   std::vector<Handle> table_;
   // cur_[off]: the handle last created at offset off while it is open, or
   // -1 (a hint for the generator: it prefers open descriptors).
   std::vector<int> cur_;
+  // Recent successful ADDs (h0, h1), for the generator's EEXIST, ELOOP
+  // and dup2-onto-a-busy-instance cases.
+  std::vector<std::pair<int32_t, int32_t>> added_;
   bool torn_down_ = false;
-  bool skip_known_ = false;
-  bool KnownDifference(const Op& op) const;
-  Numbering numbering_{kFdSpan};
+  Options opt_;
+  bool KnownDifference(const Op& op, const Fds f[4]) const;
+  bool KnownAfterTheFact(const Op& op, const Fds f[4], Outcome* ko,
+                         Outcome* uo);
+  Numbering numbering_;
+  // The state check's scratch instances (never registered anywhere): a
+  // kernel one, and uepoll's own (-1 until made).
+  int kscratch_ = -1, uscratch_ = -1;
+  long checks_ = 0;
+  long failures_ = 0;  // failing calls so far (Options::check_every)
   long live_files_ = 0, live_items_ = 0, live_descriptors_ = 0,
        live_instances_ = 0;
   bool ok_ = false;
@@ -197,18 +253,32 @@ class Session {
 // Runs ops in a fresh session. Returns true if nothing differed (including
 // the teardown); otherwise fills *m with the first difference.
 bool RunSequence(const std::vector<Op>& ops, Mismatch* m,
-                 bool skip_known = false);
+                 const Options& opt = Options());
 
 // Shrinks a failing sequence: cuts it after the failing op, then deletes
-// ops one at a time while a mismatch at an op of the same kind persists.
+// ops one at a time while a mismatch at an op of the same kind (and of the
+// same check: result, state or teardown) persists. A state mismatch is
+// shrunk with the state check after every call (Check::kAll, full_probe):
+// towards the first call after which the state differs. *used (if not
+// null): the options the shrunk sequence reproduces under.
 std::vector<Op> Shrink(std::vector<Op> ops, const Mismatch& first,
-                       bool skip_known = false);
+                       const Options& opt = Options(), Options* used = nullptr);
+
+// Parses the "as code" lines Report prints ("{K::kCtl, {0, 1, 0, 0}, 1, 5,
+// 0x0ull},", one op per line; other lines are ignored), for --replay.
+std::vector<Op> ParseOps(const std::string& text);
+
+// How many state checks ran, over every Session in this process.
+long StateChecks();
 
 // Per op kind: how often it ran and how it ended (0: success, else errno),
 // over every Session::Run in this process; for --stats.
 std::string CoverageSummary();
 
 const char* KName(K k);  // "kCtl"
+
+// Whether op returns a descriptor (compared as an offset).
+bool ReturnsFd(const Op& op);
 
 std::string Describe(const Op& op);  // readable: "epoll_ctl(h3, ADD, h1, ...)"
 std::string ToCode(const Op& op);    // a C++ initializer for regressions

@@ -16,7 +16,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     // Known engine differences are skipped: they are pinned (and fail) in
     // regressions_test.cc, and a crash on them would hide new finds.
-    difffuzz::Session s(/*skip_known=*/true);
+    difffuzz::Options opt;
+    opt.skip_known = true;
+    opt.check = difffuzz::Check::kFailures;
+    difffuzz::Session s(opt);
     if (!s.ok()) return 0;
     while (!ch.Done() && ops.size() < 4096 && same) {
       ops.push_back(s.Generate(ch));

@@ -14,14 +14,16 @@ build=${1:-build-rel}
 first=${2:-1}
 seeds=${3:-10}
 ops=${4:-1000000}
+numbering=${5:-disjoint}
 bin=$build/tests/difffuzz/uepoll-difffuzz
 [[ -x $bin ]] || { echo "long_run: $bin not built" >&2; exit 2; }
 status=0
 start=$SECONDS
 for ((s = first; s < first + seeds; ++s)); do
-  "$bin" --seed "$s" --ops "$ops" --keep-going --skip-known 2>/dev/null ||
+  "$bin" --seed "$s" --ops "$ops" --numbering "$numbering" --keep-going \
+    --skip-known --check failures 2>/dev/null ||
     status=1
 done
-echo "long_run: $seeds seeds x $ops ops in $((SECONDS - start)) s:" \
+echo "long_run: $seeds seeds x $ops ops ($numbering numbering) in $((SECONDS - start)) s:" \
      "$([[ $status == 0 ]] && echo 'no difference' || echo 'DIFFERENCES FOUND')"
 exit "$status"

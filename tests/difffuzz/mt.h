@@ -11,6 +11,11 @@
 //  * per step, the result of every protocol step (bytes moved, units read,
 //    tokens passed) and the errno class of every noise step (success, or
 //    the exact errno its arguments call for);
+//  * after the threads join, before anything else changes state: every
+//    descriptor's flags and kind, and an ADD probe (events 0) of every
+//    (instance, source) pair, which fails EEXIST exactly where a
+//    registration exists (the single-thread state check, state_check.cc):
+//    a failing noise call must have changed nothing;
 //  * after the threads join, the readiness of every descriptor (poll), of
 //    every instance after each registration was re-armed (MOD), what is left
 //    in each stream, eventfd and channel;

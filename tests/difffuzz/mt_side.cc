@@ -176,6 +176,48 @@ void Side::RunThreads() {
 }
 
 void Side::Final() {
+  // 0. What the failing noise calls (and everything else) must have left
+  // alone: each descriptor's flags and kind, and which registrations exist
+  // (the single-thread mode's state check, state_check.cc: an ADD of
+  // events 0 fails EEXIST where one exists; where none does, it succeeds
+  // and a DEL takes it out; targets with ERR or HUP, which would queue,
+  // and instance targets, whose ADD nests, are left out).
+  std::vector<std::pair<int, int>> targets;  // (object, side)
+  for (size_t o = 0; o < s_.objects.size(); ++o) {
+    for (int side = 0; side < 2; ++side) {
+      const int fd = Fd(static_cast<int>(o), side);
+      if (fd < 0) continue;
+      const std::string l =
+          "obj " + std::to_string(o) + "." + std::to_string(side);
+      auto res = [](long r) {
+        return r >= 0 ? static_cast<uint64_t>(r)
+                      : 1000 + static_cast<uint64_t>(errno);
+      };
+      Note("F_GETFD " + l, res(b_.fcntl(fd, F_GETFD, 0)));
+      Note("F_GETFL " + l, res(b_.fcntl(fd, F_GETFL, 0)));
+      Note("F_GETPIPE_SZ " + l, res(b_.fcntl(fd, F_GETPIPE_SZ, 0)));
+      pollfd p = {fd, 0, 0};
+      b_.poll(&p, 1, 0);
+      Note("poll(0) " + l, static_cast<uint16_t>(p.revents));
+      if (s_.objects[o] != ObjKind::kEpoll &&
+          !(p.revents & (POLLERR | POLLHUP))) {
+        targets.push_back({static_cast<int>(o), side});
+      }
+    }
+  }
+  for (size_t e = 0; e < s_.objects.size(); ++e) {
+    if (s_.objects[e] != ObjKind::kEpoll) continue;
+    const int ep = Fd(static_cast<int>(e), 0);
+    for (auto [o, side] : targets) {
+      epoll_event ev{};
+      int r = b_.epoll_ctl(ep, EPOLL_CTL_ADD, Fd(o, side), &ev);
+      uint64_t v = r == 0 ? 0 : 1000 + static_cast<uint64_t>(errno);
+      if (r == 0) b_.epoll_ctl(ep, EPOLL_CTL_DEL, Fd(o, side), nullptr);
+      Note("registration probe ADD obj " + std::to_string(e) + " <- obj " +
+               std::to_string(o) + "." + std::to_string(side),
+           v);
+    }
+  }
   // 1. Every source's readiness.
   for (size_t o = 0; o < s_.objects.size(); ++o) {
     if (s_.objects[o] == ObjKind::kEpoll) continue;

@@ -36,16 +36,16 @@ TEST(DiffFuzzRegressions, interpreter__basic_sequence_agrees) {
   });
 }
 
-// The harness must see a difference where one exists: fcntl F_GETOWN is a
-// documented deviation (docs/semantics.md D3: the kernel answers 0, uepoll
-// EINVAL).
+// The harness must see a difference where one exists: fcntl F_GETLEASE is
+// a documented deviation (docs/semantics.md D3: the kernel answers F_UNLCK
+// on a pipe, uepoll EINVAL).
 TEST(DiffFuzzRegressions, interpreter__reports_a_known_deviation) {
   Mismatch m;
   EXPECT_FALSE(RunSequence({{K::kPipe2, {0, 0, 0, 0}, 0, O_NONBLOCK, 0},
-                            {K::kFcntl, {0, 0, 0, 0}, F_GETOWN, 0, 0}},
+                            {K::kFcntl, {0, 0, 0, 0}, F_GETLEASE, 0, 0}},
                            &m));
   EXPECT_EQ(m.index, 1u);
-  EXPECT_EQ(m.kernel.ret, 0);
+  EXPECT_EQ(m.kernel.ret, F_UNLCK);
   EXPECT_EQ(m.uepoll.ret, -1);
 }
 

@@ -12,7 +12,9 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -150,6 +152,24 @@ int main(void) {
     struct iovec one = {got, sizeof got};
     struct msghdr mh = {.msg_iov = &one, .msg_iovlen = 1};
     CHECK(recvmsg(s[0], &mh, 0) == 2 && memcmp(got, "ok", 2) == 0);
+  }
+
+  /* The calls any descriptor gets: stat, socket options and names. */
+  {
+    struct stat st, st2;
+    CHECK(fstat(p[0], &st) == 0 && S_ISFIFO(st.st_mode));
+    CHECK(fstat(p[1], &st2) == 0 && st2.st_ino == st.st_ino);
+    CHECK(fstatat(s[0], "", &st, AT_EMPTY_PATH) == 0 && S_ISSOCK(st.st_mode));
+    int type = 0;
+    socklen_t len = sizeof type;
+    CHECK(getsockopt(s[0], SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
+          type == SOCK_STREAM);
+    struct sockaddr_storage ss;
+    len = sizeof ss;
+    CHECK(getsockname(s[0], (struct sockaddr *)&ss, &len) == 0 &&
+          ss.ss_family == AF_UNIX);
+    char b2[4];
+    CHECK(pread(q[0], b2, 1, 0) == -1 && errno == ESPIPE);
   }
 
   CHECK(shutdown(s[1], SHUT_WR) == 0);

@@ -5,11 +5,14 @@
 // same expectations on the kernel.
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <list>
 #include <sstream>
 #include <string>
 
@@ -31,6 +34,10 @@ class Device {
   void write(const std::string& s) { log_ += s; }
   void close() { closed_ = true; }
   int poll() const { return closed_ ? 0 : 1; }
+  int getsockopt(int level, int name, void* val, int* len, int flags, int extra,
+                 int more) {
+    return level + name + flags + extra + more + (val && len ? 0 : 1);
+  }
   bool closed_ = false;
   std::string log_;
 };
@@ -63,6 +70,11 @@ int main() {
   CHECK(dev.poll() == 1);
   dev.close();
   CHECK(dev.closed_ && dev.poll() == 0);
+  CHECK(dev.getsockopt(1, 2, &c, nullptr, 0, 0, 0) == 4);
+  // std::list::splice (two to four arguments) keeps its name.
+  std::list<int> a{1, 2}, b{3};
+  a.splice(a.end(), b);
+  CHECK(a.size() == 3 && b.empty());
 
   // The libc calls, qualified or not.
   int p[2];
@@ -77,6 +89,15 @@ int main() {
   char buf[8];
   CHECK(read(p[0], buf, sizeof buf) == 3);
   CHECK(::poll(&pfd, 1, 0) == 0);
+  struct stat st;
+  CHECK(fstat(p[0], &st) == 0 && S_ISFIFO(st.st_mode));
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  int type = 0;
+  socklen_t len = sizeof type;
+  CHECK(getsockopt(sv[0], SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
+        type == SOCK_STREAM);
+  CHECK(close(sv[0]) == 0 && close(sv[1]) == 0);
   int q = dup(p[0]);
   CHECK(q >= 0 && ::close(q) == 0);
   CHECK(close(p[0]) == 0 && close(p[1]) == 0);

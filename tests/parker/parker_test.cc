@@ -43,7 +43,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// --- signals racing with wakeups (issue 15, bug 8) ---
+// --- signals racing with wakeups ---
 
 std::atomic<bool> g_in_handler{false};
 std::atomic<bool> g_release_handler{false};
@@ -168,7 +168,7 @@ TEST_P(SignalRace, blocking_pipe_read__signal_and_stolen_data_is_eintr) {
 
 UEPOLL_INSTANTIATE_BACKENDS(SignalRace);
 
-// --- pthread_cancel of blocked threads (issue 15, bug 2) ---
+// --- pthread_cancel of blocked threads ---
 
 class Cancel : public BackendTest {
  protected:
@@ -305,7 +305,7 @@ TEST_P(Cancel, blocking_socket_read__cancelled_reader_leaves_the_pair_working) {
 
 UEPOLL_INSTANTIATE_BACKENDS(Cancel);
 
-// --- the kernel descriptors of a sleep, closed under uepoll (bug 4) ---
+// --- the kernel descriptors of a sleep, closed under uepoll (D19) ---
 
 // The descriptors of this process that name anon inodes of `kind`
 // ("[eventfd]", "[eventpoll]").
@@ -401,13 +401,15 @@ TEST(ParkerDescriptors, closed_and_reused_under_a_thread_are_never_touched) {
       while (phase.load() != 2 * i) std::this_thread::yield();
       phase.store(2 * i + 1);
       epoll_event out[1];
-      results[i] = uepoll_epoll_pwait(ep, out, 1, kWaitMs, &mask);
+      // No timeout: a lost wakeup hangs here (and ctest fails it) rather
+      // than ending at a deadline that would hide it.
+      results[i] = uepoll_epoll_pwait(ep, out, 1, -1, &mask);
       uint64_t v;
       uepoll_read(efd, &v, 8);
     }
   });
   uint64_t one = 1;
-  // First sleep: the thread makes its sleep descriptors.
+  // First sleep: it makes the descriptor that wakes it.
   ASSERT_TRUE(Eventually(
       [&] { return phase.load() == 1 && TaskState(tid.load()) == 'S'; }));
   ASSERT_EQ(uepoll_write(efd, &one, 8), 8);
@@ -420,7 +422,11 @@ TEST(ParkerDescriptors, closed_and_reused_under_a_thread_are_never_touched) {
   for (int fd : AnonFds("[eventpoll]")) {
     if (!before_epolls.count(fd)) new_fds.insert(fd);
   }
-  ASSERT_EQ(new_fds.size(), 2u) << "the masked wait made no descriptors";
+  // A masked wait sleeps in epoll_pwait on the instance's kernel half
+  // (made with the instance, before the snapshot) and is woken through the
+  // process's wake eventfd (kernel/wake_fd.h), made at the first such
+  // sleep: that is the one descriptor uepoll made for it.
+  ASSERT_EQ(new_fds.size(), 1u) << "the masked wait made no descriptors";
   // The application closes them (as closefrom would) and opens its own
   // files at the same numbers.
   std::vector<std::pair<int, ino_t>> files;

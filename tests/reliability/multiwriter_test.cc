@@ -1,5 +1,8 @@
-// Several writers, one reader, on a pipe or a socket pair (issue 15: bug 1
-// and the blind spot that let it through). Each writer writes records of
+// Several writers, one reader, on a pipe or a socket pair: a lost wakeup
+// that no other test reached (a pipe write that dropped its lock to
+// allocate decided from a stale "was empty" whether to wake the reader:
+// docs/reliability.md, section 7, #1), and the never-polled path that let
+// it through. Each writer writes records of
 // random sizes, from 1 byte to three pages and more, blocking or not; one
 // reader reads them blocking, or non-blocking after poll() or epoll_wait();
 // the objects are never polled (the path with no "every write is an edge"
@@ -461,8 +464,8 @@ void MultiWriter::Run(const Config& c, const char* name) {
 #define MULTIWRITER_CASE(Name, ...) \
   TEST_P(MultiWriter, Name) { Run(Config{__VA_ARGS__}, "MultiWriter." #Name); }
 
-// Bug 1: nothing ever polls the pipe, so only a write that finds it empty
-// wakes the reader.
+// Nothing ever polls the pipe, so only a write that finds it empty wakes
+// the reader (the lost wakeup above: these two hung before its fix).
 MULTIWRITER_CASE(PipeNeverPolledBlockingWritersBlockingReader, Kind::kPipe,
                  WriterMode::kBlocking, ReaderMode::kBlocking, false)
 MULTIWRITER_CASE(PipeNeverPolledNonblockingWritersBlockingReader, Kind::kPipe,

@@ -1,4 +1,4 @@
-// poll()'s nfds against RLIMIT_NOFILE (issue 15, bug 9): the kernel fails
+// poll()'s nfds against RLIMIT_NOFILE: the kernel fails
 // EINVAL when nfds exceeds the soft limit - before it looks at the array -
 // and takes nfds as an unsigned int. uepoll must follow the real
 // RLIMIT_NOFILE, not its own descriptor limit, so this test lowers the real

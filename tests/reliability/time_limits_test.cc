@@ -1,4 +1,4 @@
-// Every time argument at its extremes (issue 15, bug 3): epoll_wait and
+// Every time argument at its extremes (saturating deadlines): epoll_wait and
 // poll timeouts of INT_MAX and below zero, epoll_pwait2 timespecs up to
 // tv_sec = LONG_MAX with tv_nsec = 999999999, busy_poll_usecs = INT32_MAX,
 // and (uepoll only: the kernel has no pwait3 nor a min_wait parameter)

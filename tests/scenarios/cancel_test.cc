@@ -1,4 +1,4 @@
-// pthread_cancel of a thread blocked in a call (issue 15, bug 2). On the
+// pthread_cancel of a thread blocked in a call. On the
 // kernel every one of these calls is a cancellation point: the thread ends
 // at once, and the object it was blocked on keeps working for everybody
 // else, with nothing left behind. uepoll must do the same: its sleeping
@@ -12,7 +12,8 @@
 // fixture's leak check then catches a reference the cancelled call kept;
 // ASan catches a stale entry touched.
 //
-// Every test here fails on uepoll before the fix of bug 2.
+// Every test here failed on uepoll while a cancelled sleep left its wait
+// entry linked (SIGSEGV in the next wakeup; docs/reliability.md, section 8).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -157,7 +158,6 @@ class CancelScenario : public BackendTest {
   }
 };
 
-// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, EpollWait) {
   int ep, efd;
   Instance(&ep, &efd);
@@ -170,7 +170,6 @@ TEST_P(CancelScenario, EpollWait) {
   ExpectInstanceStillWorks(ep, efd);
 }
 
-// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, EpollPwaitWithAMask) {
   int ep, efd;
   Instance(&ep, &efd);
@@ -186,7 +185,6 @@ TEST_P(CancelScenario, EpollPwaitWithAMask) {
   ExpectInstanceStillWorks(ep, efd);
 }
 
-// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, EpollPwait2) {
   int ep, efd;
   Instance(&ep, &efd);
@@ -202,7 +200,6 @@ TEST_P(CancelScenario, EpollPwait2) {
 // uepoll only: the kernel has no pwait3. The waiter sits in its min_wait
 // phase (2 of 2 events wanted, none ready); afterwards two items fire, which
 // makes a wakeup pick a min_wait waiter.
-// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, Pwait3InItsMinWait) {
   if (IsKernel()) GTEST_SKIP() << "pwait3 and min_wait are uepoll's";
   int ep, efd;
@@ -231,7 +228,6 @@ TEST_P(CancelScenario, Pwait3InItsMinWait) {
   ExpectInstanceStillWorks(ep, efd);
 }
 
-// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, BlockingReadOfAnEmptyPipe) {
   int p[2];
   Pipe(p);
@@ -253,7 +249,6 @@ TEST_P(CancelScenario, BlockingReadOfAnEmptyPipe) {
   EXPECT_EQ(w.result(), 3);
 }
 
-// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, BlockingWriteToAFullPipe) {
   int p[2];
   Pipe(p);
@@ -269,7 +264,6 @@ TEST_P(CancelScenario, BlockingWriteToAFullPipe) {
   ExpectBlockedWriterIsWoken(p[1], p[0]);
 }
 
-// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, BlockingReadOfASocket) {
   int sv[2];
   SocketPair(sv);
@@ -291,7 +285,6 @@ TEST_P(CancelScenario, BlockingReadOfASocket) {
   EXPECT_EQ(w.result(), 3);
 }
 
-// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, BlockingWriteToAFullSocket) {
   int sv[2];
   SocketPair(sv);
@@ -306,7 +299,6 @@ TEST_P(CancelScenario, BlockingWriteToAFullSocket) {
   ExpectBlockedWriterIsWoken(sv[0], sv[1]);
 }
 
-// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, BlockingEventfdRead) {
   int efd = Eventfd(0, 0);  // blocking
   const Backend* b = &B();
@@ -333,7 +325,6 @@ TEST_P(CancelScenario, BlockingEventfdRead) {
   EXPECT_EQ(w.result(), 3);
 }
 
-// Fails on uepoll before the fix of bug 2.
 TEST_P(CancelScenario, Poll) {
   int p[2];
   Pipe(p);

@@ -1,4 +1,4 @@
-// Descriptors across execve (issue 15): a kernel descriptor without
+// Descriptors across execve: a kernel descriptor without
 // FD_CLOEXEC survives exec and one with it does not; a uepoll descriptor
 // does not survive either way, since uepoll objects are the process's
 // memory, which exec replaces (docs/semantics.md D12). The new program

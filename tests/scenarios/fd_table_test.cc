@@ -1,4 +1,4 @@
-// The descriptor table under concurrency (issue 15, bugs 6 and 7): POSIX's
+// The descriptor table under concurrency: POSIX's
 // lowest-free numbering after concurrent opens and closes, dup2/dup3 onto a
 // number another thread is closing, and a number closed on one thread and
 // reopened on another. Numbers are only compared with each other and with
@@ -28,11 +28,9 @@
 // a placeholder's close or dup3, and the pass-through of a call on a number
 // that held no uepoll object when it was looked up), which TSan reports the
 // same way, since it models a descriptor as memory: races with a frame in
-// uepoll::impl::sys are suppressed here too. Those frames make no memory
-// access of their own; uepoll's synchronization stays fully checked.
-extern "C" const char* __tsan_default_suppressions() {
-  return "race:KernelFdRace\nrace:uepoll::impl::sys::\n";
-}
+// uepoll::impl::sys are suppressed too. Those frames make no memory access
+// of their own; uepoll's synchronization stays fully checked. The
+// suppressions are in tests/support/tsan_suppressions.cc.
 
 namespace uepoll_test {
 
@@ -86,7 +84,8 @@ class FdTableScenario : public BackendTest {
 // a barrier, the next allocation must be the lowest free number, and once
 // they closed everything, the number it was at the start. A race on an
 // allocation hint that skips a number freed meanwhile fails here.
-// Fails on uepoll before the fix of bug 7.
+// Failed on uepoll while its allocator's lowest-free hint could skip a
+// number freed during the search (docs/design.md, "Descriptor numbers").
 TEST_P(FdTableScenario, AllocationIsLowestFreeAfterConcurrentOpensAndCloses) {
   // At least 4 s and 300 rounds, at most 30 s (a loaded machine makes
   // rounds slow) or 100000 rounds.
@@ -182,8 +181,9 @@ TEST_P(FdTableScenario, AllocationIsLowestFreeAfterConcurrentOpensAndCloses) {
 // replacing: the kernel removes a file and frees its number in one step
 // under its table lock, so dup2/dup3 never fail there (EBUSY is only for a
 // number reserved by an open that has not installed its file yet, and
-// nothing here allocates lowest-first). Fails on uepoll before the fix of
-// bug 6.
+// nothing here allocates lowest-first). Failed on uepoll while a dup2
+// onto a number being closed answered EBUSY instead of waiting for the
+// close.
 TEST_P(FdTableScenario, Dup2OntoANumberBeingClosedNeverFails) {
   const auto budget = std::chrono::seconds(3);
   constexpr long kMaxOps = 300000;

@@ -1,5 +1,5 @@
 // The library must never close, read or write a descriptor it does not own
-// (issue 15, bug 4). A thread that has slept in uepoll keeps kernel
+// (docs/semantics.md D19). A thread that has slept in uepoll keeps kernel
 // descriptors for its sleeps; a program that closes descriptors behind the
 // library's back (a daemon's child after fork(), closefrom(), close_range())
 // and opens its own files gets those numbers back, and the library must
@@ -10,7 +10,8 @@
 // body runs on the kernel backend, where it passes by construction: the
 // kernel has no descriptors of its own in the process.
 //
-// Both tests fail on uepoll before the fix of bug 4.
+// Both tests failed on uepoll while it trusted the numbers of its sleep
+// descriptors (docs/reliability.md, section 8).
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <sys/epoll.h>
@@ -142,7 +143,7 @@ class ForkScenario : public BackendTest {
 // A daemon's child: the parent has slept in epoll on the thread that forks
 // (so, on uepoll, that thread holds its sleep descriptors); the child closes
 // every inherited descriptor from 3 up, opens its files (3 and 4) and then
-// uses epoll. Fails on uepoll before the fix of bug 4.
+// uses epoll.
 TEST_P(ForkScenario, ChildThatClosesInheritedDescriptorsKeepsItsFiles) {
   int ep = Epoll();
   const Backend* b = &B();
@@ -163,7 +164,6 @@ TEST_P(ForkScenario, ChildThatClosesInheritedDescriptorsKeepsItsFiles) {
 // closefrom(3), opens its files and uses epoll again on that thread. (Run
 // in a child process all the same, so that closefrom cannot take this test
 // process's descriptors; in the child it starts from a clean slate.)
-// Fails on uepoll before the fix of bug 4.
 TEST_P(ForkScenario, ClosefromInAThreadedProcessKeepsTheNewFiles) {
   const Backend* b = &B();
   int status = RunInChild([b] {

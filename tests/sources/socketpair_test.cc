@@ -1,6 +1,6 @@
-// AF_UNIX stream socket pairs (src/sources/socket.cc): shutdown matrices,
-// reset on close with unread data, send-buffer accounting, stream merging,
-// EPIPE/SIGPIPE and blocking I/O, each on the kernel and on uepoll.
+// AF_UNIX stream socket pairs (src/sources/unix_stream.cc): shutdown
+// matrices, reset on close with unread data, send-buffer accounting, stream
+// merging, EPIPE/SIGPIPE and blocking I/O, each on the kernel and on uepoll.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>

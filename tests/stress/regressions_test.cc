@@ -11,11 +11,9 @@
 // ThreadSanitizer reports close() of a kernel descriptor that another thread
 // is using in a call as a data race. Here that race is the behaviour under
 // test (a thread sits in epoll_wait/poll when the descriptor closes), so it
-// is suppressed for closes made through CloseUnderWaiters only; every other
-// close in this file is checked.
-extern "C" const char* __tsan_default_suppressions() {
-  return "race:CloseUnderWaiters\n";
-}
+// is suppressed for closes made through CloseUnderWaiters only
+// (tests/support/tsan_suppressions.cc); every other close in this file is
+// checked.
 
 namespace uepoll_test {
 
@@ -30,7 +28,7 @@ namespace {
 
 class StressRegressions : public BackendTest {};
 
-// Found by Stress.InstanceCloseWithWaitersPollersAndWatchers (the kernel's
+// Found by StressClose.InstanceCloseWithWaitersPollersAndWatchers (the kernel's
 // poller returned POLLNVAL, uepoll's timed out). The kernel's do_poll looks
 // every descriptor up again on each pass (do_pollfd: fdget), so a blocking
 // poll() whose descriptor another thread closed reports POLLNVAL for it at
@@ -77,7 +75,7 @@ TEST_P(StressRegressions,
   EXPECT_EQ(p.revents, POLLNVAL);
 }
 
-// Found by StressUepoll.CloseRacesWaitCtlAndWrites under ThreadSanitizer
+// Found by StressClose.CloseRacesWaitCtlAndWrites under ThreadSanitizer
 // (operator delete of a File racing Mutex::Unlock of its watch_lock_). An
 // item's removal by its instance (close of the instance, or DEL;
 // Eventpoll::RemoveLocked) unlinks the item and decrements the file's

@@ -1,4 +1,4 @@
-// Descriptor passing under concurrency (issue 12): SCM_RIGHTS traffic,
+// Descriptor passing under concurrency: SCM_RIGHTS traffic,
 // reachable sockets in flight and unreachable cycles, all at once, so that
 // the in-flight collector runs while other threads queue, receive and close
 // descriptors. Oracles that cannot heal themselves: every passed pipe must

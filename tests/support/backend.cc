@@ -4,7 +4,9 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -42,6 +44,21 @@ int UIoctl(int fd, unsigned long request, void* arg) {
   return uepoll_ioctl(fd, request, arg);
 }
 
+int KStatx(int dirfd, const char* path, int flags, unsigned int mask,
+           struct statx* stx) {
+  return ::statx(dirfd, path, flags, mask, stx);
+}
+int KGetsockname(int fd, struct sockaddr* addr, socklen_t* len) {
+  return ::getsockname(fd, addr, len);
+}
+int KGetpeername(int fd, struct sockaddr* addr, socklen_t* len) {
+  return ::getpeername(fd, addr, len);
+}
+ssize_t KSplice(int in, off_t* off_in, int out, off_t* off_out, size_t n,
+                unsigned int flags) {
+  return ::splice(in, off_in, out, off_out, n, flags);
+}
+
 long KSetLimit(long limit) {
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
@@ -59,7 +76,9 @@ const Backend kKernel = {
     ::recvfrom, ::sendmsg, ::recvmsg, KPpoll, ::select, ::pselect, KIoctl,
     KSetLimit,
     // Just below RLIMIT_NOFILE's usual soft limit: never open in the tests.
-    1000, ::timerfd_create, ::timerfd_settime, ::timerfd_gettime};
+    1000, ::timerfd_create, ::timerfd_settime, ::timerfd_gettime, ::fstat,
+    ::fstatat, KStatx, ::getsockopt, ::setsockopt, KGetsockname, KGetpeername,
+    ::sendfile, KSplice, ::close_range, ::pread};
 
 // uepoll's descriptor limit: RLIMIT_NOFILE, as for the kernel, when its
 // numbers are the kernel's (the default); its own limit in the disjoint
@@ -79,8 +98,10 @@ const Backend kUepoll = {
     uepoll_sendto, uepoll_recvfrom, uepoll_sendmsg, uepoll_recvmsg,
     uepoll_ppoll, uepoll_select, uepoll_pselect, UIoctl, USetLimit,
     // As for the kernel: uepoll numbers are small.
-    1000, uepoll_timerfd_create, uepoll_timerfd_settime,
-    uepoll_timerfd_gettime};
+    1000, uepoll_timerfd_create, uepoll_timerfd_settime, uepoll_timerfd_gettime,
+    uepoll_fstat, uepoll_fstatat, uepoll_statx, uepoll_getsockopt,
+    uepoll_setsockopt, uepoll_getsockname, uepoll_getpeername, uepoll_sendfile,
+    uepoll_splice, uepoll_close_range, uepoll_pread};
 
 }  // namespace
 

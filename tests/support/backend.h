@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -70,6 +71,22 @@ struct Backend {
   int (*timerfd_settime)(int fd, int flags, const struct itimerspec* value,
                          struct itimerspec* old);
   int (*timerfd_gettime)(int fd, struct itimerspec* cur);
+  // The calls any descriptor gets (tests/conformance/descriptor_calls_test,
+  // sendfile_splice_test, sigio_test, close_range_test).
+  int (*fstat)(int fd, struct stat* st);
+  int (*fstatat)(int dirfd, const char* path, struct stat* st, int flags);
+  int (*statx)(int dirfd, const char* path, int flags, unsigned int mask,
+               struct statx* stx);
+  int (*getsockopt)(int fd, int level, int name, void* val, socklen_t* len);
+  int (*setsockopt)(int fd, int level, int name, const void* val,
+                    socklen_t len);
+  int (*getsockname)(int fd, struct sockaddr* addr, socklen_t* len);
+  int (*getpeername)(int fd, struct sockaddr* addr, socklen_t* len);
+  ssize_t (*sendfile)(int out, int in, off_t* off, size_t n);
+  ssize_t (*splice)(int in, off_t* off_in, int out, off_t* off_out, size_t n,
+                    unsigned int flags);
+  int (*close_range)(unsigned int first, unsigned int last, int flags);
+  ssize_t (*pread)(int fd, void* buf, size_t n, off_t off);
 };
 
 const Backend& KernelBackend();

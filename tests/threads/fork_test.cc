@@ -1,4 +1,4 @@
-// fork() while other threads work (issue 15, bug 5; docs/semantics.md D12):
+// fork() while other threads work (docs/semantics.md D12):
 // a child that uses only objects it makes itself must not find any
 // process-wide uepoll state held by a thread that does not exist in it.
 //

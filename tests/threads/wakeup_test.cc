@@ -16,10 +16,8 @@
 // ThreadSanitizer reports close() of a descriptor that another thread is
 // using in a call as a data race. In CloseOfEpollFdDoesNotDisturbWaiter that
 // race is the behaviour under test (the waiter sits inside epoll_wait when
-// its descriptor closes), so it is suppressed for that close only.
-extern "C" const char* __tsan_default_suppressions() {
-  return "race:CloseUnderBlockedWaiter\n";
-}
+// its descriptor closes), so it is suppressed for that close only
+// (tests/support/tsan_suppressions.cc).
 
 namespace uepoll_test {
 

@@ -19,7 +19,12 @@
 //   gettime   curr_value NULL                        EFAULT
 //   read      count < 8                              EINVAL
 //   write     any                                    EINVAL
+// A kernel timerfd given to uepoll's calls is the kernel's to answer, and
+// so is any other kernel file (EINVAL): KernelDescriptors*.
+#include <fcntl.h>
 #include <linux/capability.h>
+#include <poll.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -212,6 +217,45 @@ TEST_P(TimerfdErrors, FailedSettimeLeavesOldValueUntouched) {
   EXPECT_EQ(Ns(old.it_value), 7);
   EXPECT_EQ(Ns(old.it_interval), 7);
   EXPECT_GT(Ns(Get(fd).it_value), 3500 * kSec);
+}
+
+// settime and gettime of a kernel timerfd (made by the kernel whatever the
+// backend: a program renamed onto uepoll, or interposed with
+// UEPOLL_INTERPOSE=epoll,eventfd, holds such timers) behave as the
+// kernel's, arming and reading included.
+TEST_P(TimerfdErrors, KernelDescriptorsKernelTimerfdWorks) {
+  int k = Track(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK));
+  ASSERT_GE(k, 0);
+  itimerspec v = Spec(3600 * kSec), old = Spec(7, 7);
+  ASSERT_EQ(B().timerfd_settime(k, 0, &v, &old), 0) << strerror(errno);
+  EXPECT_EQ(Ns(old.it_value), 0);
+  EXPECT_EQ(Ns(old.it_interval), 0);
+  itimerspec cur{};
+  ASSERT_EQ(B().timerfd_gettime(k, &cur), 0) << strerror(errno);
+  EXPECT_GT(Ns(cur.it_value), 3500 * kSec);
+  EXPECT_ERRNO(B().timerfd_gettime(k, nullptr), EFAULT);
+  v = Spec(1 * kMs);
+  ASSERT_EQ(B().timerfd_settime(k, 0, &v, &old), 0);
+  EXPECT_GT(Ns(old.it_value), 3500 * kSec);
+  ASSERT_TRUE(WaitReadable(k));
+  EXPECT_EQ(Ticks(k), 1u);
+  // The kernel's flags and value checks, then its answers.
+  EXPECT_ERRNO(B().timerfd_settime(k, 0, nullptr, nullptr), EFAULT);
+  EXPECT_ERRNO(B().timerfd_settime(k, 0x40, &v, nullptr), EINVAL);
+}
+
+TEST_P(TimerfdErrors, KernelDescriptorsOtherFilesAreEinval) {
+  int m = Track(::memfd_create("timerfd-errors", MFD_CLOEXEC));  // regular
+  ASSERT_GE(m, 0);
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  Track(p[0]);
+  Track(p[1]);
+  itimerspec v = Spec(kSec), cur;
+  for (int fd : {m, p[0]}) {
+    EXPECT_ERRNO(B().timerfd_settime(fd, 0, &v, nullptr), EINVAL);
+    EXPECT_ERRNO(B().timerfd_gettime(fd, &cur), EINVAL);
+  }
 }
 
 UEPOLL_INSTANTIATE_BACKENDS(TimerfdErrors);

@@ -172,9 +172,12 @@ TEST(TimerKeeper, SingleWaiterRunsTheExpiriesItself) {
     got += ticks;
   }
   long woke = VoluntarySwitches(tt[0]) - before;
-  // Without keeping, the thread wakes once per expiry (60); a few wakes
-  // remain possible (a decision made while this thread was not parked).
-  EXPECT_LT(woke, kExpiries / 4) << "the timer thread ran the expiries";
+  // Without keeping, the thread wakes once per expiry (60); some wakes
+  // remain possible (a decision made while this thread was not parked: an
+  // expiry due while it harvests, which happens more under ThreadSanitizer
+  // and a loaded machine, where 18 of 60 were seen). Half still tells the
+  // two apart.
+  EXPECT_LT(woke, kExpiries / 2) << "the timer thread ran the expiries";
   uepoll_close(ep);
   uepoll_close(t);
   ExpectNoUepollLeaks();

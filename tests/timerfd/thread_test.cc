@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include <uepoll/debug.h>
 #include <uepoll/uepoll.h>
 
 #include "threads/waiter.h"
@@ -402,6 +403,36 @@ TEST(TimerThread, ClosesRaceWithExpiries) {
   for (auto& x : th) x.join();
   EXPECT_EQ(TimerQueue::Get().armed(), 0);
   ExpectNoUepollLeaks();
+}
+
+// timerfd_create with the nth allocation failing, for n = 1, 2, ... until
+// it succeeds (the first create of a CLOCK_REALTIME timer grows the heap of
+// two bases: a failure at the second must give back the first's
+// reservation): each failure is ENOMEM with nothing left behind, and the
+// timer finally made works.
+TEST(TimerThread, CreateFailsCleanlyAtEachAllocation) {
+  for (long n = 1; n < 20; ++n) {
+    SCOPED_TRACE(n);
+    ASSERT_EQ(uepoll_debug_fail_alloc(n), 0);
+    errno = 0;
+    int fd = uepoll_timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK);
+    int err = errno;
+    uepoll_debug_fail_alloc(0);
+    if (fd >= 0) {
+      itimerspec v = Spec(1 * kMs);
+      ASSERT_EQ(uepoll_timerfd_settime(fd, 0, &v, nullptr), 0);
+      pollfd p{fd, POLLIN, 0};
+      EXPECT_EQ(uepoll_poll(&p, 1, kExpiryWaitMs), 1);
+      EXPECT_EQ(uepoll_close(fd), 0);
+      EXPECT_EQ(TimerQueue::Get().armed(), 0);
+      ExpectNoUepollLeaks();
+      return;
+    }
+    EXPECT_EQ(err, ENOMEM);
+    EXPECT_EQ(TimerQueue::Get().armed(), 0);
+    ExpectNoUepollLeaks();
+  }
+  ADD_FAILURE() << "creation never succeeded";
 }
 
 }  // namespace

@@ -289,6 +289,13 @@ TEST_F(MaskMode, Errors) {
                              EPOLLIN),
             -1);
   EXPECT_EQ(errno, EBADF);
+  // A kernel descriptor is open, and no mask-mode object.
+  int kp[2];
+  ASSERT_EQ(::pipe(kp), 0);
+  EXPECT_EQ(uepoll_vpoll_ctl(kp[0], UEPOLL_VPOLL_ADDEVENTS, EPOLLIN), -1);
+  EXPECT_EQ(errno, EINVAL);
+  ::close(kp[0]);
+  ::close(kp[1]);
   char c;
   EXPECT_EQ(uepoll_read(v, &c, 1), -1);
   EXPECT_EQ(errno, EINVAL);

@@ -15,10 +15,15 @@
 #                   that line names; a mutant that no longer applies fails
 #                   the run (update or replace its patch)
 #   --tests REGEX   run only the CTest entries matching REGEX (ctest -R)
+#   --target TARGET build only TARGET (repeatable) instead of everything:
+#                   with --tests naming tests of those binaries, a mutant
+#                   relinks a few binaries rather than the whole suite
 #   --cap SECONDS   time cap on one mutant's test run (default 900); a run
 #                   that reaches it counts as killed ("timeout")
 #   --work DIR      scratch directory (default: build/mutants in this tree);
 #                   kept between runs so that rebuilds are incremental
+#   --jobs N        parallel build jobs and ctest jobs (default 2; 1 on a
+#                   machine shared with other builds)
 #   --source DIR    the git tree to copy (default: this tree, with your
 #                   uncommitted changes)
 #   --no-baseline   skip the check that the unmutated copy passes
@@ -26,13 +31,20 @@
 #
 # Statuses: killed (the first failing test is named), timeout (killed by
 # the cap), survived, does-not-apply (src/ changed under the patch: update
-# or drop it), build-failed (the patch is broken). The last line is
-# "N of M killed", M counting the mutants that applied and built. Exit
-# status 0 when every such mutant was killed, 1 otherwise, 2 on usage or
-# setup errors (including a baseline that fails).
+# or drop it), build-failed (the patch is broken). After the table, one
+# line per area, "area: NAME K of N killed" (N counting that area's mutants
+# that applied and built; ", S not run" when some did not), then
+# "kill rate: R% (K of N)"; the last line is "mutants: K of N killed", N
+# counting every mutant that applied and built. Exit status 0 when every
+# such mutant was killed, 1 otherwise, 2 on usage or setup errors
+# (including a baseline that fails).
 #
 # A patch starts with header lines that git apply ignores:
 #   # mutant: what the bug is
+#   # area: NAME              (optional: the part of the engine, for the
+#                              per-area kill rates of docs/reliability.md;
+#                              default: the patch name up to its first
+#                              "-", e.g. "pipe" for pipe-poll-no-hup)
 #   # ci: TARGET [-R REGEX]   (optional: the fast check CI runs for it:
 #                              build TARGET, run the CTest entries labelled
 #                              TARGET, or those matching REGEX)
@@ -53,15 +65,18 @@ tests=""
 baseline=1
 list=0
 names=()
+only=()
 
-usage() { sed -n '2,38s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,50s/^# \{0,1\}//p' "$0"; }
 
 while (($#)); do
   case $1 in
     --ci) ci=1 ;;
     --tests) tests=$2; shift ;;
+    --target) only+=("$2"); shift ;;
     --cap) cap=$2; shift ;;
     --work) work=$2; shift ;;
+    --jobs) jobs=$2; shift ;;
     --source) source_dir=$(cd "$2" && pwd); shift ;;
     --no-baseline) baseline=0 ;;
     --list) list=1 ;;
@@ -73,6 +88,13 @@ while (($#)); do
 done
 
 header() { sed -n "s/^# $2: //p" "$1" | head -1; }
+# A patch's area: its "# area:" header, else its name up to the first "-".
+area_of() {
+  local a
+  a=$(header "$1" area)
+  [[ -n $a ]] || { a=$(basename "$1" .patch); a=${a%%-*}; }
+  printf '%s' "$a"
+}
 
 patches=()
 if ((${#names[@]})); then
@@ -190,7 +212,7 @@ fi
 # mode: each mutant's own selection).
 if ((baseline)); then
   echo "mutants: baseline build and tests"
-  targets=() selections=()
+  targets=("${only[@]}") selections=()
   if ((ci)); then
     for p in "${patches[@]}"; do targets+=("$(ci_target "$p")"); done
     for p in "${patches[@]}"; do selections+=("$p"); done
@@ -216,11 +238,18 @@ fi
 printf '\n%-36s %-15s %s\n' mutant status "killed by"
 printf '%-36s %-15s %s\n' ------ ------ ---------
 killed=0 counted=0 survivors=() stale=()
+declare -A area_killed=() area_counted=() area_stale=()
+areas=()
 for p in "${patches[@]}"; do
   name=$(basename "$p" .patch)
+  area=$(area_of "$p")
+  if [[ -z ${area_counted[$area]+set} ]]; then
+    areas+=("$area")
+    area_killed[$area]=0 area_counted[$area]=0 area_stale[$area]=0
+  fi
   start=$SECONDS
   status="" by=""
-  targets=() sel=()
+  targets=("${only[@]}") sel=()
   if ((ci)); then
     targets=("$(ci_target "$p")")
     mapfile -t sel < <(ci_select "$p")
@@ -228,15 +257,18 @@ for p in "${patches[@]}"; do
   if ! gitq apply --check "$p" 2>/dev/null; then
     status=does-not-apply
     stale+=("$name")
+    area_stale[$area]=$((area_stale[$area] + 1))
   else
     gitq apply "$p"
     if ! build_targets "${targets[@]}" >"$log/$name.build" 2>&1; then
       status=build-failed
       stale+=("$name")
+      area_stale[$area]=$((area_stale[$area] + 1))
     else
       rc=0
       run_tests "$log/$name.test" "${sel[@]}" || rc=$?
       counted=$((counted + 1))
+      area_counted[$area]=$((area_counted[$area] + 1))
       if ((rc == 0)); then
         status=survived
         survivors+=("$name")
@@ -244,10 +276,12 @@ for p in "${patches[@]}"; do
         status=timeout
         by="cap of ${cap} s; last: $(first_failure "$log/$name.test")"
         killed=$((killed + 1))
+        area_killed[$area]=$((area_killed[$area] + 1))
       else
         status=killed
         by=$(first_failure "$log/$name.test")
         killed=$((killed + 1))
+        area_killed[$area]=$((area_killed[$area] + 1))
       fi
     fi
     gitq apply -R "$p" 2>/dev/null || true
@@ -260,6 +294,17 @@ done
 echo
 ((${#survivors[@]})) && echo "survivors: ${survivors[*]}"
 ((${#stale[@]})) && echo "not run (does not apply / does not build): ${stale[*]}"
+for a in "${areas[@]}"; do
+  line="area: $a ${area_killed[$a]} of ${area_counted[$a]} killed"
+  ((area_stale[$a])) && line+=", ${area_stale[$a]} not run"
+  echo "$line"
+done
+if ((counted)); then
+  echo "kill rate: $(awk -v k="$killed" -v n="$counted" \
+                       'BEGIN { printf "%.1f", 100 * k / n }')% ($killed of $counted)"
+else
+  echo "kill rate: n/a (no mutant applied and built)"
+fi
 echo "mutants: $killed of $counted killed"
 # CI must notice a subset that no longer runs, not shrink silently.
 ((ci && ${#stale[@]})) && return 1

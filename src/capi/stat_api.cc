@@ -1,0 +1,254 @@
+// uepoll_fstat, uepoll_fstatat, uepoll_statx: what the kernel reports for
+// the file a uepoll object stands for (Linux 6.18, measured on the
+// reference machine):
+//
+//   pipe      S_IFIFO | 0600, pipefs's device, one inode for both ends,
+//             the creator's ids, times of the creation (pipefs never
+//             updates them);
+//   socket    S_IFSOCK | 0777, sockfs's device, one inode per socket, the
+//             creator's ids, all times zero;
+//   others    eventfds, instances, timerfds and user objects: the kernel's
+//             one anonymous inode, which every such file shares (its
+//             number, ids, times and device, exactly).
+//
+// nlink 1, size 0, blocks 0, blksize 4096, rdev 0 for all. The kernel's
+// answer for the kind is read once per process from a kernel object of that
+// kind (a pipe, a socket, an eventfd, made and closed at the first stat of
+// a uepoll object of that kind); uepoll then changes what belongs to the
+// object: its inode number (unique among uepoll objects, at or above 2^32,
+// where the kernel's pseudo-filesystem numbers never reach), its ids and
+// times. docs/semantics.md D29 says what a program can tell apart.
+//
+// Arguments are checked by the kernel itself: the call is first made on the
+// number's own kernel file (the placeholder), which gives the kernel's
+// errno for flags, masks, paths and buffers, and its answer is then
+// replaced. A path that names another file (absolute, or not empty) is
+// never replaced.
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include <uepoll/uepoll.h>
+
+#include "base/mutex.h"
+#include "base/sys.h"
+#include "capi/errors.h"
+#include "core/fd_table.h"
+#include "core/inode.h"
+
+namespace uepoll::impl {
+namespace {
+
+enum StatKind { kAnon = 0, kFifo = 1, kSock = 2, kKinds = 3 };
+
+// The kernel's answer for a file of one kind.
+struct KindReference {
+  Mutex mu;
+  std::atomic<bool> ready{false};
+  struct stat st GUARDED_BY(mu);
+  struct statx stx GUARDED_BY(mu);         // requested with STATX_MNT_ID
+  struct statx stx_unique GUARDED_BY(mu);  // with STATX_MNT_ID_UNIQUE
+};
+KindReference g_refs[kKinds];
+
+#ifndef STATX_MNT_ID_UNIQUE
+constexpr unsigned int kStatxMntIdUnique = 0x4000U;
+#else
+constexpr unsigned int kStatxMntIdUnique = STATX_MNT_ID_UNIQUE;
+#endif
+
+// A kernel file of the kind, close-on-exec, or -errno.
+int MakeReference(StatKind k, int* other) {
+  *other = -1;
+  switch (k) {
+    case kFifo: {
+      int p[2];
+      if (sys::Pipe2(p, O_CLOEXEC) != 0) return -errno;
+      *other = p[1];
+      return p[0];
+    }
+    case kSock: {
+      int s = sys::Socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      return s >= 0 ? s : -errno;
+    }
+    default: {
+      int e = sys::Eventfd(0, EFD_CLOEXEC);
+      return e >= 0 ? e : -errno;
+    }
+  }
+}
+
+// The reference of kind k, made on first use; nullptr when no kernel
+// object can be made now (the caller then reports what it knows without
+// the filesystem's device and mount: D29).
+KindReference* Reference(StatKind k) {
+  KindReference& r = g_refs[k];
+  if (r.ready.load(std::memory_order_acquire)) return &r;
+  int saved = errno;
+  MutexLock l(r.mu);
+  if (!r.ready.load(std::memory_order_relaxed)) {
+    int other;
+    int fd = MakeReference(k, &other);
+    bool ok = fd >= 0 && sys::Fstat(fd, &r.st) == 0 &&
+              sys::Statx(fd, "", AT_EMPTY_PATH,
+                         STATX_BASIC_STATS | STATX_BTIME | STATX_MNT_ID,
+                         &r.stx) == 0 &&
+              sys::Statx(fd, "", AT_EMPTY_PATH,
+                         STATX_BASIC_STATS | STATX_BTIME | kStatxMntIdUnique,
+                         &r.stx_unique) == 0;
+    if (fd >= 0) sys::Close(fd);
+    if (other >= 0) sys::Close(other);
+    if (ok) r.ready.store(true, std::memory_order_release);
+  }
+  errno = saved;
+  return r.ready.load(std::memory_order_relaxed) ? &r : nullptr;
+}
+
+StatKind KindOf(File* f) {
+  switch (f->kind()) {
+    case FileKind::kPipe:
+      return kFifo;
+    case FileKind::kSocket:
+      return kSock;
+    default:
+      return kAnon;
+  }
+}
+
+// What every kind shares when no reference could be made.
+void FallbackStat(StatKind k, struct stat* st) {
+  std::memset(st, 0, sizeof *st);
+  st->st_mode = k == kFifo   ? (S_IFIFO | 0600)
+                : k == kSock ? (S_IFSOCK | 0777)
+                             : 0600;
+  st->st_nlink = 1;
+  st->st_blksize = 4096;
+}
+
+void FillStat(File* f, struct stat* out) {
+  StatKind k = KindOf(f);
+  struct stat st;
+  if (KindReference* r = Reference(k)) {
+    MutexLock l(r->mu);
+    st = r->st;
+  } else {
+    FallbackStat(k, &st);
+  }
+  if (InodeIdentity* id = f->Inode()) {
+    st.st_ino = InodeNumber(id);
+    InodeOwner(id, &st.st_uid, &st.st_gid);
+    st.st_atim = st.st_mtim = st.st_ctim = id->created;
+  }
+  std::memcpy(out, &st, sizeof st);
+}
+
+statx_timestamp Timestamp(const timespec& t) {
+  statx_timestamp s{};
+  s.tv_sec = t.tv_sec;
+  s.tv_nsec = static_cast<uint32_t>(t.tv_nsec);
+  return s;
+}
+
+void FillStatx(File* f, unsigned int mask, struct statx* out) {
+  StatKind k = KindOf(f);
+  struct statx stx;
+  if (KindReference* r = Reference(k)) {
+    MutexLock l(r->mu);
+    stx = (mask & kStatxMntIdUnique) ? r->stx_unique : r->stx;
+  } else {
+    struct stat st;
+    FallbackStat(k, &st);
+    std::memset(&stx, 0, sizeof stx);
+    stx.stx_mask = STATX_BASIC_STATS;
+    stx.stx_mode = static_cast<uint16_t>(st.st_mode);
+    stx.stx_nlink = 1;
+    stx.stx_blksize = 4096;
+  }
+  if (InodeIdentity* id = f->Inode()) {
+    stx.stx_ino = InodeNumber(id);
+    InodeOwner(id, &stx.stx_uid, &stx.stx_gid);
+    stx.stx_atime = stx.stx_mtime = stx.stx_ctime = Timestamp(id->created);
+  }
+  std::memcpy(out, &stx, sizeof stx);
+}
+
+// The path names the directory descriptor's own file.
+bool SelfPath(const char* path, int flags) {
+  return (flags & AT_EMPTY_PATH) && (!path || path[0] == '\0');
+}
+
+}  // namespace
+}  // namespace uepoll::impl
+
+using uepoll::impl::FdTable;
+using uepoll::impl::FileRef;
+using uepoll::impl::ToErrno;
+namespace sys = uepoll::impl::sys;
+
+namespace uepoll::impl {
+namespace {
+
+// libc's calls with the caller's buffer, or a scratch one when that is
+// NULL (which libc's declarations do not allow): the kernel's checks of
+// everything else first, then EFAULT, as the kernel's copy-out fails last.
+int KernelFstat(int fd, struct stat* st) {
+  struct stat scratch;
+  if (sys::Fstat(fd, st ? st : &scratch) != 0) return -1;
+  return st ? 0 : ToErrno(-EFAULT);
+}
+int KernelFstatat(int dirfd, const char* path, struct stat* st, int flags) {
+  struct stat scratch;
+  if (sys::Fstatat(dirfd, path, st ? st : &scratch, flags) != 0) return -1;
+  return st ? 0 : ToErrno(-EFAULT);
+}
+int KernelStatx(int dirfd, const char* path, int flags, unsigned int mask,
+                struct statx* stx) {
+  struct statx scratch;
+  if (sys::Statx(dirfd, path, flags, mask, stx ? stx : &scratch) != 0) {
+    return -1;
+  }
+  return stx ? 0 : ToErrno(-EFAULT);
+}
+
+}  // namespace
+}  // namespace uepoll::impl
+
+extern "C" {
+
+int uepoll_fstat(int fd, struct stat* st) {
+  FileRef f = FdTable::Get().Lookup(fd);
+  if (!f) return uepoll::impl::KernelFstat(fd, st);
+  // The kernel checks the arguments on the placeholder; a number whose
+  // placeholder was closed behind uepoll's back (D16) still answers.
+  if (uepoll::impl::KernelFstat(fd, st) != 0 && errno != EBADF) return -1;
+  if (!st) return ToErrno(-EFAULT);
+  uepoll::impl::FillStat(f.get(), st);
+  return 0;
+}
+
+int uepoll_fstatat(int dirfd, const char* path, struct stat* st, int flags) {
+  FileRef f = FdTable::Get().Lookup(dirfd);
+  int r = uepoll::impl::KernelFstatat(dirfd, path, st, flags);
+  if (!f || !uepoll::impl::SelfPath(path, flags)) return r;
+  if (r != 0 && errno != EBADF) return -1;
+  if (!st) return ToErrno(-EFAULT);
+  uepoll::impl::FillStat(f.get(), st);
+  return 0;
+}
+
+int uepoll_statx(int dirfd, const char* path, int flags, unsigned int mask,
+                 struct statx* stx) {
+  FileRef f = FdTable::Get().Lookup(dirfd);
+  int r = uepoll::impl::KernelStatx(dirfd, path, flags, mask, stx);
+  if (!f || !uepoll::impl::SelfPath(path, flags)) return r;
+  if (r != 0 && errno != EBADF) return -1;
+  if (!stx) return ToErrno(-EFAULT);
+  uepoll::impl::FillStatx(f.get(), mask, stx);
+  return 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,271 @@
+/* libuepoll-interpose.so, the process boundary: fork, vfork, exec and
+ * posix_spawn in the interposer's default mode (README.md, "What the
+ * default mode does at fork, vfork and exec").
+ *
+ * uepoll's pipes, socket pairs and eventfds live in this process's memory;
+ * the kernel's files are shared by a fork() child and passed on by exec().
+ * So at each crossing the objects that cross are turned into the kernel's
+ * equivalent objects at the same numbers (uepoll_export_all, kernel/
+ * export.h), with their contents, flags and epoll registrations:
+ *  - fork(): every one, before libc's fork runs its handlers (and
+ *    uepoll_set_fork_mode(UEPOLL_FORK_SHARE), set at load, catches a fork
+ *    that does not come through this symbol), so parent and child share
+ *    them; _Fork() (no handlers) converts here too;
+ *  - vfork(): a vfork child shares the parent's memory, so its close() and
+ *    dup2() would change the parent's uepoll table. vfork is a fork here
+ *    (everything converted, as above), and the parent waits until the
+ *    child has called exec or exited, as after a vfork (Onload's default);
+ *  - exec*(), posix_spawn*(), system(), popen(): the objects that have a
+ *    number without FD_CLOEXEC (what the new image inherits), and each
+ *    descriptor posix_spawn_file_actions_adddup2 names (glibc's spawn
+ *    child makes its dup2 itself, unseen by the interposer).
+ * UEPOLL_FORK_MODE=copy keeps the copies instead (docs/semantics.md D12).
+ *
+ * Objects that cannot be converted (epoll instances, timerfds, user
+ * objects) cross as before: a copy in a fork child, nothing after exec. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <uepoll/uepoll.h>
+
+#include "interpose/interpose.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* libc's definition of name, looked up on first use (these calls are not
+ * in base/libc_calls.h: the engine never makes them). */
+#define NEXT(type, name)                                  \
+  static type Next_##name(void) {                         \
+    static type fn;                                       \
+    if (!fn) {                                            \
+      void *p = dlsym(RTLD_NEXT, #name);                  \
+      memcpy(&fn, &p, sizeof p); /* POSIX's dlsym rule */ \
+    }                                                     \
+    return fn;                                            \
+  }
+
+typedef pid_t (*fork_fn)(void);
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execvp_fn)(const char *, char *const[]);
+typedef int (*execvpe_fn)(const char *, char *const[], char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+typedef int (*execveat_fn)(int, const char *, char *const[], char *const[],
+                           int);
+typedef int (*spawn_fn)(pid_t *, const char *,
+                        const posix_spawn_file_actions_t *,
+                        const posix_spawnattr_t *, char *const[],
+                        char *const[]);
+typedef int (*adddup2_fn)(posix_spawn_file_actions_t *, int, int);
+typedef int (*system_fn)(const char *);
+typedef FILE *(*popen_fn)(const char *, const char *);
+typedef int (*pipe2_fn)(int[2], int);
+typedef ssize_t (*read_fn)(int, void *, size_t);
+typedef int (*close_fn)(int);
+
+NEXT(fork_fn, fork)
+NEXT(fork_fn, _Fork)
+NEXT(execve_fn, execve)
+NEXT(execvp_fn, execvp)
+NEXT(execvpe_fn, execvpe)
+NEXT(fexecve_fn, fexecve)
+NEXT(execveat_fn, execveat)
+NEXT(spawn_fn, posix_spawn)
+NEXT(spawn_fn, posix_spawnp)
+NEXT(adddup2_fn, posix_spawn_file_actions_adddup2)
+NEXT(system_fn, system)
+NEXT(popen_fn, popen)
+NEXT(pipe2_fn, pipe2)
+NEXT(read_fn, read)
+NEXT(close_fn, close)
+
+/* At load: fork() shares what crosses. UEPOLL_FORK_MODE=copy keeps the
+ * library's default (copies in the child). */
+__attribute__((constructor)) static void CrossingInit(void) {
+  const char *mode = getenv("UEPOLL_FORK_MODE");
+  if (mode && strcmp(mode, "copy") == 0) return;
+  uepoll_set_fork_mode(UEPOLL_FORK_SHARE);
+}
+
+static int Sharing(void) { return uepoll_get_fork_mode() == UEPOLL_FORK_SHARE; }
+
+/* What an exec passes on: every object with an inheritable number. errno
+ * is the caller's again afterwards (an exec that succeeds never returns;
+ * one that fails sets its own). */
+static void ExportInheritable(void) {
+  if (!Sharing()) return;
+  int saved = errno;
+  uepoll_export_all(UEPOLL_EXPORT_INHERITABLE);
+  errno = saved;
+}
+
+/* fork() converts first, then forks: before any pthread_atfork handler
+ * (the library's own prepare handler then finds nothing left to do), so
+ * that no handler's lock is held while objects convert. */
+EXPORT pid_t fork(void) {
+  if (Sharing()) {
+    int saved = errno;
+    uepoll_export_all(0);
+    errno = saved;
+  }
+  return Next_fork()();
+}
+
+EXPORT pid_t _Fork(void) {
+  if (Sharing()) {
+    int saved = errno;
+    uepoll_export_all(0);
+    errno = saved;
+  }
+  return Next__Fork()();
+}
+
+/* vfork as fork, the parent held until the child execs or exits: a
+ * close-on-exec pipe whose write end only the child keeps, so the parent's
+ * read ends (EOF) at the child's exec or exit. */
+EXPORT pid_t vfork(void) {
+  int p[2];
+  int saved = errno;
+  if (Next_pipe2()(p, O_CLOEXEC) != 0) {
+    errno = saved;
+    return Next_fork()();
+  }
+  pid_t pid = fork(); /* converts, as above */
+  int err = errno;
+  if (pid == 0) {
+    Next_close()(p[0]);
+    errno = saved;
+    return 0;
+  }
+  Next_close()(p[1]);
+  if (pid > 0) {
+    char c;
+    while (Next_read()(p[0], &c, 1) < 0 && errno == EINTR) {
+    }
+  }
+  Next_close()(p[0]);
+  errno = pid < 0 ? err : saved;
+  return pid;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+  ExportInheritable();
+  return Next_execve()(path, argv, envp);
+}
+EXPORT int execv(const char *path, char *const argv[]) {
+  ExportInheritable();
+  return Next_execve()(path, argv, environ);
+}
+EXPORT int execvp(const char *file, char *const argv[]) {
+  ExportInheritable();
+  return Next_execvp()(file, argv);
+}
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+  ExportInheritable();
+  return Next_execvpe()(file, argv, envp);
+}
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+  ExportInheritable();
+  return Next_fexecve()(fd, argv, envp);
+}
+EXPORT int execveat(int dirfd, const char *path, char *const argv[],
+                    char *const envp[], int flags) {
+  ExportInheritable();
+  return Next_execveat()(dirfd, path, argv, envp, flags);
+}
+
+/* execl, execlp, execle: the arguments into an array, then the v forms
+ * above (glibc's call its internal execve, which nothing sees). */
+static char **ArgvOf(const char *arg0, va_list ap) {
+  va_list count;
+  va_copy(count, ap);
+  size_t n = 1;
+  while (va_arg(count, char *) != NULL) ++n;
+  va_end(count);
+  char **argv = malloc((n + 1) * sizeof *argv);
+  if (!argv) return NULL;
+  argv[0] = (char *)arg0;
+  for (size_t i = 1; i <= n; ++i) argv[i] = va_arg(ap, char *);
+  return argv;
+}
+
+EXPORT int execl(const char *path, const char *arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  char **argv = ArgvOf(arg, ap);
+  va_end(ap);
+  if (!argv) return -1;
+  int r = execv(path, argv);
+  free(argv);
+  return r;
+}
+EXPORT int execlp(const char *file, const char *arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  char **argv = ArgvOf(arg, ap);
+  va_end(ap);
+  if (!argv) return -1;
+  int r = execvp(file, argv);
+  free(argv);
+  return r;
+}
+EXPORT int execle(const char *path, const char *arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  char **argv = ArgvOf(arg, ap);
+  char *const *envp = va_arg(ap, char *const *);
+  va_end(ap);
+  if (!argv) return -1;
+  int r = execve(path, argv, envp);
+  free(argv);
+  return r;
+}
+
+EXPORT int posix_spawn(pid_t *pid, const char *path,
+                       const posix_spawn_file_actions_t *fa,
+                       const posix_spawnattr_t *attr, char *const argv[],
+                       char *const envp[]) {
+  ExportInheritable();
+  return Next_posix_spawn()(pid, path, fa, attr, argv, envp);
+}
+EXPORT int posix_spawnp(pid_t *pid, const char *file,
+                        const posix_spawn_file_actions_t *fa,
+                        const posix_spawnattr_t *attr, char *const argv[],
+                        char *const envp[]) {
+  ExportInheritable();
+  return Next_posix_spawnp()(pid, file, fa, attr, argv, envp);
+}
+/* The spawn child dup2s fd itself, in the kernel: fd must be the kernel's
+ * object by then, whatever its FD_CLOEXEC. */
+EXPORT int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa,
+                                            int fd, int newfd) {
+  if (Sharing() && uepoll_is_uepoll_fd(fd)) {
+    int saved = errno;
+    uepoll_export_fd(fd);
+    errno = saved;
+  }
+  return Next_posix_spawn_file_actions_adddup2()(fa, fd, newfd);
+}
+EXPORT int system(const char *command) {
+  ExportInheritable();
+  return Next_system()(command);
+}
+EXPORT FILE *popen(const char *command, const char *type) {
+  ExportInheritable();
+  FILE *f = Next_popen()(command, type);
+  /* Its pipe's number is the kernel's: a uepoll object still recorded
+   * there is stale (interpose.h). */
+  if (f) Fresh(fileno(f));
+  return f;
+}

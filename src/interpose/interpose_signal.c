@@ -1,0 +1,54 @@
+/* The interposer's signal calls: every handler a program installs goes
+ * through uepoll_sigaction (include/uepoll/uepoll.h), so that a handler
+ * writing to a uepoll pipe or socket (the self-pipe trick of asyncio,
+ * libuv, libevent) cannot interrupt a thread inside uepoll and wait for it
+ * (base/signal_defer.h). signal and bsd_signal have glibc's BSD semantics
+ * (SA_RESTART, the signal blocked in its handler), sysv_signal its System V
+ * ones (reset to the default on delivery, not blocked, not restarted).
+ * Not covered: sigset, siginterrupt (glibc's internal calls reach the
+ * kernel directly; a handler stays wrapped, its SA_RESTART flag changes)
+ * and a raw syscall(SYS_rt_sigaction). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sighandler_t, and libc_calls.h's names */
+#endif
+#include <errno.h>
+#include <signal.h>
+
+#include "interpose/interpose.h"
+
+EXPORT int sigaction(int sig, const struct sigaction *act,
+                     struct sigaction *oldact) {
+  return uepoll_sigaction(sig, act, oldact);
+}
+EXPORT int __sigaction(int sig, const struct sigaction *act,
+                       struct sigaction *oldact) {
+  return uepoll_sigaction(sig, act, oldact);
+}
+
+static sighandler_t Install(int sig, sighandler_t handler, int flags,
+                            int block_self) {
+  if (handler == SIG_ERR || sig < 1 || sig >= NSIG) {
+    errno = EINVAL;
+    return SIG_ERR;
+  }
+  struct sigaction act = {0}, old;
+  act.sa_handler = handler;
+  sigemptyset(&act.sa_mask);
+  if (block_self) sigaddset(&act.sa_mask, sig);
+  act.sa_flags = flags;
+  if (uepoll_sigaction(sig, &act, &old) != 0) return SIG_ERR;
+  return old.sa_handler;
+}
+
+EXPORT sighandler_t signal(int sig, sighandler_t handler) {
+  return Install(sig, handler, SA_RESTART, 1);
+}
+EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler) {
+  return Install(sig, handler, SA_RESTART, 1);
+}
+EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler) {
+  return Install(sig, handler, SA_RESETHAND | SA_NODEFER, 0);
+}
+EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler) {
+  return Install(sig, handler, SA_RESETHAND | SA_NODEFER, 0);
+}

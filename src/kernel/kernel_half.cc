@@ -1,0 +1,262 @@
+#include "kernel/kernel_half.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/kcmp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "base/cancellable.h"
+#include "base/private_fd.h"
+#include "base/sys.h"
+#include "base/unlisted_epoll.h"
+#include "core/fd_table.h"
+
+namespace uepoll::impl {
+namespace {
+
+// The kernel's sigset_t size (_NSIG / 8), which the raw syscall takes.
+constexpr long kSigsetSize = 8;
+
+uint64_t NewKey(const void* self) {
+  uint32_t r = 0;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r) {
+    // No entropy yet (early boot): any value the application is unlikely
+    // to use will do.
+    r = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(self) >> 4) *
+        0x9E3779B1u;
+  }
+  // Top bit set: no small integer and no user-space pointer has it.
+  return (uint64_t{r} | 0x80000000u) << 32;
+}
+
+// errno of the last call, or kLost if the number k no longer names an open
+// descriptor (the application closed it with libc close()).
+int FailedOn(int k) {
+  int err = errno;
+  if (err == EBADF && sys::Fcntl(k, F_GETFD, 0) < 0) return KernelHalf::kLost;
+  return -err;
+}
+
+}  // namespace
+
+KernelHalf::KernelHalf(const File* owner) : owner_(owner), key_(NewKey(this)) {}
+
+int KernelHalf::Create(int minfd) {
+  int saved = errno;
+  int fd = sys::EpollCreate1(EPOLL_CLOEXEC);
+  if (fd < 0) {
+    fd = -errno;
+  } else if (static_cast<unsigned>(fd) < static_cast<unsigned>(minfd)) {
+    // F_DUPFD's rule for the lowest number >= minfd (unsigned, as F_DUPFD
+    // compares: a negative minfd is beyond any limit).
+    int moved = sys::Fcntl(fd, F_DUPFD_CLOEXEC, static_cast<unsigned>(minfd));
+    int err = errno;
+    sys::Close(fd);
+    fd = moved >= 0 ? moved : -err;
+  }
+  errno = saved;
+  return fd;
+}
+
+void KernelHalf::Adopt(int fd) {
+  MutexLock l(kmu_);
+  // Holds() under kmu_: a close of fd that cleared the slot before this
+  // check is seen here; one after it finds knum_ == fd in NumberRemoved.
+  if (knum_.load(std::memory_order_relaxed) < 0 &&
+      FdTable::Get().Holds(fd, const_cast<File*>(owner_))) {
+    knum_.store(fd, std::memory_order_seq_cst);
+  }
+}
+
+int KernelHalf::OtherNumber(int fd) {
+  int other = -1;
+  File* owner = const_cast<File*>(owner_);
+  if (owner->maybe_many_numbers()) {
+    FdTable::Get().ForEachNumberOf(owner, [&](int n) {
+      // A number the application closed with libc close() maps to this
+      // instance still (an orphan) but holds no kernel file: skip it.
+      if (n != fd && other < 0 && sys::Fcntl(n, F_GETFD, 0) >= 0) other = n;
+    });
+  }
+  return other;
+}
+
+bool KernelHalf::NumberRemoved(int fd) {
+  bool last = false;
+  {
+    MutexLock l(kmu_);
+    if (knum_.load(std::memory_order_relaxed) != fd) return false;
+    int saved = errno;  // OtherNumber's probes may fail
+    int other = OtherNumber(fd);
+    errno = saved;
+    // seq_cst, against Op's increment of kops_ then load of knum_.
+    knum_.store(other, std::memory_order_seq_cst);
+    last = other < 0;
+  }
+  // Operations that read the old number finish before it is closed.
+  for (int spins = 0; kops_.load(std::memory_order_seq_cst) != 0; ++spins) {
+    Backoff(spins);
+  }
+  return last;
+}
+
+bool KernelHalf::IsLastNumber(int fd) {
+  MutexLock l(kmu_);
+  if (knum_.load(std::memory_order_relaxed) != fd) return false;
+  int saved = errno;
+  bool last = OtherNumber(fd) < 0;
+  errno = saved;
+  return last;
+}
+
+void KernelHalf::NumberLost(int fd) {
+  int saved = errno;
+  MutexLock l(kmu_);
+  if (knum_.load(std::memory_order_relaxed) == fd) {
+    // No wait for operations in flight: the number holds nothing of ours.
+    knum_.store(OtherNumber(fd), std::memory_order_seq_cst);
+  }
+  errno = saved;
+}
+
+int KernelHalf::Ctl(int op, int fd, epoll_event* ev) {
+  int saved = errno;
+  int r = Op(-EBADF, [&](int k) {
+    return sys::EpollCtl(k, op, fd, ev) == 0 ? 0 : FailedOn(k);
+  });
+  errno = saved;
+  return r;
+}
+
+int KernelHalf::CtlInternal(int op, int fd, uint64_t cookie, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = cookie;
+  return Ctl(op, fd, op == EPOLL_CTL_DEL ? nullptr : &ev);
+}
+
+int KernelHalf::Wait(epoll_event* ev, int room, const timespec* timeout,
+                     const sigset_t* mask) {
+  int saved = errno;
+  const bool sleeps =
+      timeout == nullptr || timeout->tv_sec != 0 || timeout->tv_nsec != 0;
+  int r = Op(0, [&](int k) {
+    // A sleep is a cancellation point, as the kernel's epoll_pwait2 is
+    // through libc (Cancel.epoll_pwait_with_mask__cancelled_waiter_leaves_
+    // the_instance_working); a harvest is not.
+    int n = sleeps ? static_cast<int>(CancellableSyscall(
+                         SYS_epoll_pwait2, k, reinterpret_cast<long>(ev), room,
+                         reinterpret_cast<long>(timeout),
+                         reinterpret_cast<long>(mask), kSigsetSize))
+                   : sys::EpollPwait2(k, ev, room, timeout, mask);
+    if (n >= 0) return n;
+    if (errno == EINTR) return -EINTR;
+    // EFAULT as the kernel gives it (an event to copy, no buffer);
+    // anything else means the number no longer holds our epoll.
+    if (errno == EFAULT) return -EFAULT;
+    return kLost;
+  });
+  errno = saved;
+  return r;
+}
+
+bool KernelHalf::Ready() {
+  int saved = errno;
+  int r = Op(0, [&](int k) {
+    pollfd p{k, POLLIN, 0};
+    timespec zero{0, 0};
+    if (sys::Ppoll(&p, 1, &zero, nullptr) <= 0) return 0;
+    if (p.revents & POLLNVAL) return kLost;
+    return (p.revents & POLLIN) ? 1 : 0;
+  });
+  errno = saved;
+  return r > 0;
+}
+
+int KernelHalf::DupForFlight() {
+  int saved = errno;
+  // The copy is an unlisted epoll until it has moved up.
+  UnlistedEpolls::Scope unlisted;
+  int r = Op(-1, [&](int k) {
+    int c = sys::Fcntl(k, F_DUPFD_CLOEXEC, 0);
+    if (c >= 0) return MovePrivateFd(c);
+    return errno == EBADF ? kLost : -1;
+  });
+  errno = saved;
+  return r;
+}
+
+int KernelHalf::RebuildInChild(bool copy) {
+  int k = knum_.load(std::memory_order_relaxed);
+  if (k < 0) return -EBADF;
+  int saved = errno;
+  int nk = sys::EpollCreate1(EPOLL_CLOEXEC);
+  if (nk < 0) {
+    int err = -errno;
+    errno = saved;
+    return err;
+  }
+  // Every registration of the shared epoll, as the kernel lists them:
+  // "tfd: N events: X data: Y ..." per line (fs/eventpoll.c,
+  // ep_show_fdinfo). Internal ones are the caller's to make again.
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fdinfo/%d", k);
+  int info = copy ? sys::Open(path, O_RDONLY | O_CLOEXEC) : -1;
+  if (info >= 0) {
+    char buf[4096];
+    size_t have = 0;
+    pid_t self = getpid();
+    for (;;) {
+      ssize_t got = sys::Read(info, buf + have, sizeof buf - 1 - have);
+      if (got <= 0) break;
+      have += static_cast<size_t>(got);
+      buf[have] = '\0';
+      char* line = buf;
+      for (char* nl; (nl = strchr(line, '\n')) != nullptr; line = nl + 1) {
+        *nl = '\0';
+        int tfd;
+        unsigned events;
+        unsigned long long data;
+        if (sscanf(line, "tfd: %d events: %x data: %llx", &tfd, &events,
+                   &data) != 3 ||
+            IsInternal(data)) {
+          continue;
+        }
+        // Only if the number still names the file registered (a number
+        // closed and reused while a dup kept the file alive names another
+        // file): the kernel's own comparison, where the kernel has it.
+        struct kcmp_epoll_slot slot = {static_cast<__u32>(k),
+                                       static_cast<__u32>(tfd), 0};
+        long same = sys::Syscall(SYS_kcmp, self, self, KCMP_EPOLL_TFD, tfd,
+                                 reinterpret_cast<long>(&slot), 0);
+        if (same != 0 && !(same < 0 && (errno == ENOSYS || errno == EPERM ||
+                                        errno == EACCES))) {
+          continue;
+        }
+        epoll_event ev{};
+        ev.events = events;
+        ev.data.u64 = data;
+        sys::EpollCtl(nk, EPOLL_CTL_ADD, tfd, &ev);
+      }
+      have = static_cast<size_t>(buf + have - line);
+      memmove(buf, line, have);
+      if (have == sizeof buf - 1) have = 0;  // a line longer than the buffer
+    }
+    sys::Close(info);
+  }
+  File* owner = const_cast<File*>(owner_);
+  FdTable::Get().ForEachNumberOf(owner, [&](int n) {
+    if (sys::Fcntl(n, F_GETFD, 0) >= 0) sys::Dup3(nk, n, O_CLOEXEC);
+  });
+  sys::Close(nk);
+  errno = saved;
+  return 0;
+}
+
+}  // namespace uepoll::impl

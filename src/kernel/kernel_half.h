@@ -1,0 +1,184 @@
+// KernelHalf: the kernel side of an epoll instance, a kernel epoll at the
+// instance's own numbers.
+//
+// In the default numbering every instance is born with one (its numbers'
+// kernel file is a kernel epoll instead of a placeholder, kernel/
+// placeholder.h), so that the kernel can hold, watch and nest what user
+// space cannot:
+//  - the application's kernel descriptors added to the instance: ctl of a
+//    kernel descriptor is the kernel's own epoll_ctl on this epoll, with
+//    the kernel's semantics and errno order, and the user's epoll_data as
+//    given (Ctl);
+//  - internal registrations, marked by a cookie in epoll_data (IsInternal):
+//    the kernel halves of child instances (so a kernel event below reaches
+//    every waiter above through the kernel's own nesting, and the kernel's
+//    loop and depth checks see mixed chains), the mirror of a watchable
+//    instance (kernel/mirror.h) and the wake token (wake_fd.h);
+//  - the instance's sleepers: a waiter of an instance with anything in its
+//    kernel half sleeps in epoll_wait on it (Wait), so the kernel's wake-one
+//    of its exclusive epoll waiters applies (EPOLLEXCLUSIVE across
+//    instances), and a uepoll event wakes it through the token.
+// The instance's epoll_data values for the application's descriptors and
+// the cookies share one space: a cookie is a random 32-bit key of the
+// instance in the high half (top bit set, which neither small integers nor
+// user-space pointers have) and an index in the low half; an application
+// value equal to a live cookie would be taken for ours (odds 2^-31 for a
+// random value, 0 for pointers and small integers).
+//
+// Numbers. Every operation goes through one number of the instance whose
+// kernel file is this epoll (knum_), pinned while it runs (kops_); a close
+// or dup2 of that number first moves knum_ to another number of the
+// instance and waits for the pinned operations (NumberRemoved), so an
+// operation never reaches a number the kernel has handed to someone else.
+// A number the application closed with libc close() is noticed when the
+// kernel reports it closed (EBADF, POLLNVAL) and dropped (NumberLost). The
+// epoll lives exactly as long as the instance's numbers (and a copy held
+// for descriptor passing, DupForFlight): closing the last one closes it,
+// and a dup of the instance copies it (docs/semantics.md D18).
+//
+// Thread safety: knum_ and kops_ are atomics; changes of knum_ are
+// serialized by kmu_, a leaf lock (taken with nothing else but the number's
+// busy bit held, or from a harvest holding no lock). Operations take no
+// lock; the kernel serializes them on the epoll.
+#ifndef UEPOLL_SRC_KERNEL_KERNEL_HALF_H_
+#define UEPOLL_SRC_KERNEL_KERNEL_HALF_H_
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <time.h>
+
+#include <atomic>
+#include <climits>
+#include <cstdint>
+
+#include "base/mutex.h"
+
+namespace uepoll::impl {
+
+class File;
+
+class KernelHalf {
+ public:
+  // Cookie indexes below kFirstChild are fixed; children get the rest.
+  static constexpr uint32_t kTokenIndex = 0;
+  static constexpr uint32_t kMirrorIndex = 1;
+  static constexpr uint32_t kFirstChild = 2;
+  // An operation's way of saying "the number I was given is not our epoll".
+  static constexpr int kLost = INT_MIN + 1;
+
+  explicit KernelHalf(const File* owner);
+
+  // A new epoll for an instance's first number (FdTable::Install, kernel
+  // numbering), at the lowest free number >= minfd; -errno on failure.
+  static int Create(int minfd);
+
+  // --- numbers ---
+  // fd now names the instance and its kernel file is this epoll: the
+  // operations may use it if they have no number.
+  void Adopt(int fd) EXCLUDES(kmu_);
+  // fd stops naming the instance (close, dup2 over it); returns once no
+  // operation uses it. True if it was the last number.
+  bool NumberRemoved(int fd) EXCLUDES(kmu_);
+  // Whether fd is the instance's last number with its kernel file (the one
+  // the operations use, and no other): a snapshot.
+  bool IsLastNumber(int fd) EXCLUDES(kmu_);
+  // The kernel reported fd closed: drop it. Not from inside Op.
+  void NumberLost(int fd) EXCLUDES(kmu_);
+  // The number operations use now, or -1 (for sleep sets: a sleeper must
+  // cope with it going away, and AfterSleep reports POLLNVAL).
+  int number() const { return knum_.load(std::memory_order_acquire); }
+
+  // Runs fn(k) with k a number of the instance (pinned). If fn returns
+  // kLost, k is dropped and fn runs once more with another number. Returns
+  // fn's result, or `none` if the instance has no number left.
+  template <class Fn>
+  int Op(int none, Fn fn) {
+    for (int attempt = 0;; ++attempt) {
+      int k, r;
+      {
+        // Released by a destructor: a cancellation may unwind out of fn
+        // (a sleep is a cancellation point, base/cancellable.h).
+        InFlight op(&kops_);
+        k = knum_.load(std::memory_order_seq_cst);
+        r = k < 0 ? none : fn(k);
+      }
+      if (r != kLost) return r;
+      if (attempt > 0) return none;
+      NumberLost(k);
+    }
+  }
+
+  // --- the application's kernel descriptors ---
+  // epoll_ctl(op, fd, ev) on the epoll: 0 or -errno. errno is preserved.
+  int Ctl(int op, int fd, epoll_event* ev);
+
+  // --- harvests and sleeps ---
+  // epoll_pwait2 on the epoll into ev[0..room): internal events included
+  // (the caller filters them). timeout null: forever. Returns the count,
+  // 0 when the instance has no number, or -EINTR / -EFAULT. errno is
+  // preserved.
+  int Wait(epoll_event* ev, int room, const timespec* timeout,
+           const sigset_t* mask);
+  // Whether the epoll is readable now (any ready item, internal included).
+  bool Ready();
+
+  // --- internal registrations (cookies) ---
+  uint64_t Cookie(uint32_t index) const { return key_ | index; }
+  bool IsInternal(uint64_t data) const {
+    return (data & 0xffffffff00000000ULL) == key_;
+  }
+  static uint32_t IndexOf(uint64_t cookie) {
+    return static_cast<uint32_t>(cookie);
+  }
+  // epoll_ctl of our own descriptor fd (a child's epoll, the mirror, the
+  // wake eventfd) with a cookie: 0 or -errno.
+  int CtlInternal(int op, int fd, uint64_t cookie, uint32_t events);
+
+  // A close-on-exec copy of the epoll at a private number, for a message
+  // carrying the instance in flight (sources/scm_rights.h); -1 if none.
+  int DupForFlight();
+
+  // In a fork child (the kernel half is shared with the parent there):
+  // makes a new epoll, registers in it (if copy) every application
+  // descriptor of the old one that the same number still names (from
+  // /proc/self/fdinfo; internal registrations are left to the caller), and
+  // installs it at every number of the instance in place of the old. 0 or
+  // -errno (the old one is kept). Only from the atfork child handler.
+  int RebuildInChild(bool copy);
+
+  // For the lock order's declarations only: a leaf, taken under an
+  // instance's lock_ (LOCKING, epoll/eventpoll.h).
+  Mutex& number_lock() RETURN_CAPABILITY(kmu_) { return kmu_; }
+
+ private:
+  // One operation in flight on knum_, for its scope.
+  class InFlight {
+   public:
+    explicit InFlight(std::atomic<int>* ops) : ops_(ops) {
+      // seq_cst, against NumberRemoved's store of knum_ then load of kops_.
+      ops_->fetch_add(1, std::memory_order_seq_cst);
+    }
+    ~InFlight() { ops_->fetch_sub(1, std::memory_order_release); }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+
+   private:
+    std::atomic<int>* ops_;
+  };
+
+  // Another number of the instance that still holds a kernel file, or -1.
+  int OtherNumber(int fd) REQUIRES(kmu_);
+
+  const File* owner_;
+  const uint64_t key_;
+  Mutex kmu_;  // serializes changes of knum_
+  // A number of the instance whose kernel file is the epoll, or -1.
+  std::atomic<int> knum_{-1};
+  // Operations in flight on knum_ (Op).
+  std::atomic<int> kops_{0};
+};
+
+}  // namespace uepoll::impl
+
+#endif  // UEPOLL_SRC_KERNEL_KERNEL_HALF_H_

@@ -1,0 +1,336 @@
+// The corners of kernel descriptors inside instances, where the kernel
+// half is joined to the rest: a failed call on an instance's number, the
+// descriptor limit, an instance in flight over SCM_RIGHTS, fork(), cycles
+// through kernel epolls, and uepoll's own descriptors. Differential: on the
+// kernel backend every instance is a kernel epoll, and the expectations are
+// the kernel's. docs/design.md, "The kernel half".
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <uepoll/uepoll.h>
+
+#include "bridge/bridge.h"
+
+namespace uepoll_test {
+namespace {
+
+using Evs = std::vector<Ev>;
+
+class BridgeCorners : public BridgeTest {
+ protected:
+  // A number certainly not open in the process.
+  int ClosedNumber() {
+    int fd = ::dup(0);
+    EXPECT_GE(fd, 0);
+    ::close(fd);
+    return fd;
+  }
+  // The soft RLIMIT_NOFILE is set for the test and restored after it.
+  void SetSoftLimit(rlim_t soft) {
+    if (!saved_) {
+      ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old_), 0);
+      saved_ = true;
+    }
+    rlimit r = old_;
+    r.rlim_cur = soft;
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &r), 0) << strerror(errno);
+  }
+  void TearDown() override {
+    if (saved_) setrlimit(RLIMIT_NOFILE, &old_);
+    BridgeTest::TearDown();
+  }
+
+ private:
+  rlimit old_{};
+  bool saved_ = false;
+};
+
+// A failing call changes nothing: a dup2 or dup3 from a closed number onto
+// an instance holding a kernel descriptor fails EBADF, and the instance
+// (through that number and its dup) still reports the descriptor.
+TEST_P(BridgeCorners, FailedDup2OntoAnInstanceChangesNothing) {
+  int ep = Epoll();
+  int k = KEventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, k, EPOLLIN, 9), 0);
+  int bad = ClosedNumber();
+  // Its only number first, then with a dup beside it.
+  EXPECT_ERRNO(B().dup2(bad, ep), EBADF);
+  EXPECT_ERRNO(B().dup3(bad, ep, O_CLOEXEC), EBADF);
+  KSignal(k);
+  EXPECT_EQ(Wait(ep), (Evs{{EPOLLIN, 9}}));
+  int dup = Track(B().dup(ep));
+  bad = ClosedNumber();
+  EXPECT_ERRNO(B().dup2(bad, dup), EBADF);
+  EXPECT_ERRNO(B().dup2(bad, ep), EBADF);
+  EXPECT_EQ(Wait(ep), (Evs{{EPOLLIN, 9}}));
+  EXPECT_EQ(Wait(dup), (Evs{{EPOLLIN, 9}}));
+  // The kernel half still takes descriptors through either number.
+  int k2 = KEventfd(1);
+  EXPECT_EQ(Ctl(dup, EPOLL_CTL_ADD, k2, EPOLLIN, 10), 0);
+  EXPECT_EQ(Sorted(Wait(ep)), (Evs{{EPOLLIN, 9}, {EPOLLIN, 10}}));
+}
+
+// An ADD never needs a descriptor of its own: at RLIMIT_NOFILE, with every
+// number taken, a kernel descriptor goes into an instance as on the kernel.
+TEST_P(BridgeCorners, KernelDescriptorAddedWithEveryNumberTaken) {
+  int ep = Epoll();
+  int k = KEventfd(1);
+  int top = ::dup(0);
+  ASSERT_GE(top, 0);
+  ::close(top);
+  // Every number below the limit taken.
+  SetSoftLimit(static_cast<rlim_t>(top) + 8);
+  std::vector<int> fill;
+  for (int fd; (fd = ::dup(0)) >= 0;) fill.push_back(fd);
+  ASSERT_EQ(errno, EMFILE);
+  EXPECT_EQ(Ctl(ep, EPOLL_CTL_ADD, k, EPOLLIN, 3), 0);
+  EXPECT_EQ(Wait(ep), (Evs{{EPOLLIN, 3}}));
+  for (int fd : fill) ::close(fd);
+}
+
+// With the limit lowered below the instance's own number, its kernel half
+// still takes descriptors, and a MOD or DEL of one never added is ENOENT.
+TEST_P(BridgeCorners, KernelDescriptorAddedWithTheLimitBelowTheInstance) {
+  int k = KEventfd(1);
+  int k_other = KEventfd(1);
+  std::vector<int> pad;  // push the instance's number above the new limit
+  for (int i = 0; i < 8; ++i) pad.push_back(::dup(0));
+  int ep = Epoll();
+  SetSoftLimit(static_cast<rlim_t>(ep));
+  EXPECT_EQ(Ctl(ep, EPOLL_CTL_ADD, k, EPOLLIN, 4), 0);
+  EXPECT_EQ(Wait(ep), (Evs{{EPOLLIN, 4}}));
+  errno = 0;
+  EXPECT_EQ(Ctl(ep, EPOLL_CTL_MOD, k_other, EPOLLIN, 5), -1);
+  EXPECT_EQ(errno, ENOENT);
+  errno = 0;
+  EXPECT_EQ(Ctl(ep, EPOLL_CTL_DEL, k_other, 0, 0), -1);
+  EXPECT_EQ(errno, ENOENT);
+  for (int fd : pad) ::close(fd);
+}
+
+// An instance passed over SCM_RIGHTS lives on in the message when the
+// sender closes its last number: the receiver's number reports its kernel
+// descriptors and takes new ones (on the kernel: a struct file in flight).
+TEST_P(BridgeCorners, InstanceInFlightKeepsItsKernelHalf) {
+  int ep = Epoll();
+  int k1 = KEventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, k1, EPOLLIN, 1), 0);
+  int sv[2];
+  ASSERT_EQ(B().socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  Track(sv[0]);
+  Track(sv[1]);
+  char byte = 'x';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof cbuf;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &ep, sizeof ep);
+  ASSERT_EQ(B().sendmsg(sv[0], &msg, 0), 1);
+  ASSERT_EQ(Close(ep), 0);  // the sender's last number
+  std::memset(cbuf, 0, sizeof cbuf);
+  msg.msg_controllen = sizeof cbuf;
+  ASSERT_EQ(B().recvmsg(sv[1], &msg, 0), 1);
+  c = CMSG_FIRSTHDR(&msg);
+  ASSERT_NE(c, nullptr);
+  int got;
+  std::memcpy(&got, CMSG_DATA(c), sizeof got);
+  Track(got);
+  KSignal(k1);
+  EXPECT_EQ(Wait(got), (Evs{{EPOLLIN, 1}}));
+  int k2 = KEventfd(1);
+  EXPECT_EQ(Ctl(got, EPOLL_CTL_ADD, k2, EPOLLIN, 2), 0);
+  EXPECT_EQ(Sorted(Wait(got)), (Evs{{EPOLLIN, 1}, {EPOLLIN, 2}}));
+}
+
+// A cycle through a kernel epoll that neither side alone can see:
+//  W -(lt)- U -(lt)- K -(lt)- W     (K a kernel epoll; W a watchable
+//                                    instance on uepoll, so that K can hold
+//                                    it)
+// Whichever link comes last is refused with ELOOP, and nothing is reported
+// afterwards (before, the last link was accepted and an event circled
+// forever).
+TEST_P(BridgeCorners, CycleThroughAKernelEpollIsEloopWhicheverLinkIsLast) {
+  for (int last = 0; last < 3; ++last) {
+    SCOPED_TRACE(last);
+    int W = Epoll(), U = Epoll();
+    if (!IsKernel()) {
+      ASSERT_EQ(uepoll_epoll_make_watchable(W), 0);
+    }
+    int K = KEpoll();
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    auto link = [&](int i) {
+      errno = 0;
+      switch (i) {
+        case 0:
+          return Ctl(W, EPOLL_CTL_ADD, U, EPOLLIN, 1) == 0 ? 0 : errno;
+        case 1:
+          return Ctl(U, EPOLL_CTL_ADD, K, EPOLLIN, 2) == 0 ? 0 : errno;
+        default:
+          return ::epoll_ctl(K, EPOLL_CTL_ADD, W, &ev) == 0 ? 0 : errno;
+      }
+    };
+    for (int i = 0; i < 3; ++i) {
+      if (i != last) {
+        ASSERT_EQ(link(i), 0) << i;
+      }
+    }
+    EXPECT_EQ(link(last), ELOOP);
+    EXPECT_TRUE(Wait(W).empty());
+    EXPECT_TRUE(Wait(U).empty());
+    epoll_event out{};
+    EXPECT_EQ(::epoll_wait(K, &out, 1, 0), 0);
+  }
+}
+
+// A nested instance ready on both sides at once (a uepoll event and a
+// kernel one) is reported once per harvest, whichever half the parent's
+// harvest serves first.
+//  P -(lt)- C -(lt)- u (backend's eventfd), k (kernel eventfd)
+TEST_P(BridgeCorners, ChildReadyOnBothSidesIsReportedOncePerHarvest) {
+  int P = Epoll(), C = Epoll();
+  int u = Eventfd();
+  int k = KEventfd();
+  ASSERT_EQ(Ctl(C, EPOLL_CTL_ADD, u, EPOLLIN, 1), 0);
+  ASSERT_EQ(Ctl(C, EPOLL_CTL_ADD, k, EPOLLIN, 2), 0);
+  ASSERT_EQ(Ctl(P, EPOLL_CTL_ADD, C, EPOLLIN, 3), 0);
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE(round);
+    EfdWrite(u, 1);
+    KSignal(k);
+    EXPECT_EQ(Wait(P), (Evs{{EPOLLIN, 3}}));
+    EXPECT_EQ(Wait(P), (Evs{{EPOLLIN, 3}})) << "level-triggered: again";
+    EfdRead(u);
+    uint64_t v;
+    ASSERT_EQ(::read(k, &v, 8), 8);
+    EXPECT_TRUE(Wait(P).empty());
+  }
+}
+
+// fork(): in the child, a waiter of an instance above one that holds a
+// kernel descriptor wakes for it, as in the parent (the child's instances
+// have kernel halves of their own, nested as the parent's are).
+//  t - P -(lt)- C -(lt)- k
+TEST_P(BridgeCorners, ForkedChildWaiterWakesForAKernelDescriptorBelow) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support fork() in a threaded "
+                  "process whose child keeps running";
+#endif
+  int P = Epoll(), C = Epoll();
+  int k = KEventfd();
+  ASSERT_EQ(Ctl(C, EPOLL_CTL_ADD, k, EPOLLIN, 7), 0);
+  ASSERT_EQ(Ctl(P, EPOLL_CTL_ADD, C, EPOLLIN, 8), 0);
+  const Backend* b = &B();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // A waiter already asleep when the event comes, then one that finds it.
+    std::atomic<int> got{-1};
+    std::atomic<uint64_t> data{0};
+    std::atomic<pid_t> tid{0};
+    std::thread t([&] {
+      tid = Gettid();
+      epoll_event ev{};
+      got = b->epoll_wait(P, &ev, 1, 10000);
+      data = ev.data.u64;
+    });
+    if (!Eventually([&] { return tid != 0; }) || !WaitUntilParked(tid)) {
+      _exit(2);
+    }
+    uint64_t one = 1;
+    if (::write(k, &one, 8) != 8) _exit(3);
+    t.join();
+    if (got != 1 || data != 8) _exit(4);
+    epoll_event ev{};
+    if (b->epoll_wait(P, &ev, 1, 0) != 1 || ev.data.u64 != 8) _exit(5);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The parent's instances are untouched by the child's.
+  EXPECT_EQ(Wait(P), (Evs{{EPOLLIN, 8}}));
+}
+
+// uepoll's own descriptors do not take the numbers the application gets:
+// after this thread's first wait with a signal mask (which gives it its
+// sleep descriptors, kept while it lives), the next descriptors the program
+// opens have the numbers they would have had without it.
+TEST_P(BridgeCorners, OwnDescriptorsLeaveTheLowNumbersFree) {
+  int ep = Epoll();
+  int want = ::dup(0);
+  ASSERT_GE(want, 0);
+  ::close(want);
+  sigset_t mask;
+  sigemptyset(&mask);
+  epoll_event ev{};
+  EXPECT_EQ(B().epoll_pwait(ep, &ev, 1, 1, &mask), 0);
+  int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  EXPECT_EQ(fd, want);
+  int e = Track(B().eventfd(0, 0));
+  EXPECT_EQ(e, want + 1);
+  ::close(fd);
+}
+
+UEPOLL_INSTANTIATE_BACKENDS(BridgeCorners);
+
+// min_wait (uepoll's own) on an instance holding kernel descriptors: the
+// batch holds every kernel event ready when the phase ends, including one
+// that came after the first kernel event had woken the waiter. The phase
+// is ended by a signal (handled, no SA_RESTART): the harvest it then makes
+// is the batch.
+void NoopHandler(int) {}
+
+class BridgeCornersMinWait : public BridgeTest {};
+
+TEST_P(BridgeCornersMinWait, BatchHoldsKernelEventsThatCameAfterTheFirst) {
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = NoopHandler;
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  int ep = Epoll();
+  int k1 = KEventfd(), k2 = KEventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, k1, EPOLLIN | EPOLLET, 1), 0);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, k2, EPOLLIN | EPOLLET, 2), 0);
+  Waiter w([ep](epoll_event* ev) {
+    timespec timeout{3600, 0};
+    uepoll_wait_args a{};
+    a.timeout = &timeout;
+    a.min_wait_ns = 3600ull * 1000000000ull;
+    return uepoll_epoll_pwait3(ep, ev, Waiter::kEvents, &a);
+  });
+  ASSERT_TRUE(w.Parked());
+  KSignal(k1);
+  ASSERT_TRUE(w.Parked()) << "one kernel event ended the phase";
+  KSignal(k2);
+  ASSERT_EQ(pthread_kill(w.handle(), SIGUSR1), 0);
+  ASSERT_TRUE(w.WaitDone());
+  sigaction(SIGUSR1, &old, nullptr);
+  ASSERT_EQ(w.result(), 2);
+  EXPECT_EQ(Sorted({{w.event(0).events, w.event(0).data.u64},
+                    {w.event(1).events, w.event(1).data.u64}}),
+            (Evs{{EPOLLIN, 1}, {EPOLLIN, 2}}));
+  EXPECT_TRUE(Wait(ep).empty()) << "nothing reported twice";
+}
+
+INSTANTIATE_TEST_SUITE_P(Uepoll, BridgeCornersMinWait,
+                         ::testing::Values(&UepollBackend()),
+                         [](const auto& i) { return BackendName(i.param); });
+
+}  // namespace
+}  // namespace uepoll_test

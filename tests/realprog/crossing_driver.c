@@ -1,0 +1,162 @@
+/* realprog.crossing.*: the interposer's fork, vfork, exec and posix_spawn,
+ * seen by a plain program (no uepoll call): run as it is (kernel) and
+ * under LD_PRELOAD of libuepoll-interpose.so (uepoll's pipes, eventfds
+ * and socket pairs), with one set of expectations.
+ *  - vfork: the child closes and dup2s the parent's descriptors and
+ *    execs; the parent's objects are untouched and its pipe carries the
+ *    child's output;
+ *  - posix_spawn: a close-on-exec pipe dup2'ed onto the child's stdout by
+ *    a file action;
+ *  - fork: a socket pair whose buffered bytes and later writes both sides
+ *    see; an eventfd the child signals;
+ *  - `sh -c 'ls / | wc -l'` under the same environment: the shell's own
+ *    pipe crosses its fork and exec.
+ * Prints what failed; exit 0 when nothing did. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+static int failures;
+
+#define CHECK(cond)                                                       \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      printf("FAILED: %s (line %d, errno %d)\n", #cond, __LINE__, errno); \
+      ++failures;                                                         \
+    }                                                                     \
+  } while (0)
+
+static ssize_t ReadAll(int fd, char *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, buf + got, n - got);
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  return (ssize_t)got;
+}
+
+static int Wait(pid_t pid) {
+  int st = 0;
+  if (waitpid(pid, &st, 0) != pid) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+}
+
+static void VforkChildChangesOnlyItsOwnTable(void) {
+  int out[2], spare[2];
+  CHECK(pipe2(out, O_CLOEXEC) == 0);
+  CHECK(pipe2(spare, O_CLOEXEC) == 0);
+  int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  CHECK(efd >= 0);
+  pid_t pid = vfork();
+  if (pid == 0) {
+    /* As a subprocess module's child does: close what it does not need,
+     * put the pipe on stdout, exec. */
+    close(efd);
+    close(spare[0]);
+    close(spare[1]);
+    dup2(out[1], 1);
+    execlp("echo", "echo", "from vfork", (char *)NULL);
+    _exit(127);
+  }
+  CHECK(pid > 0);
+  close(out[1]);
+  char buf[64] = {0};
+  CHECK(ReadAll(out[0], buf, sizeof buf - 1) == 11);
+  CHECK(strcmp(buf, "from vfork\n") == 0);
+  CHECK(Wait(pid) == 0);
+  /* The parent's descriptors the child closed still work here. */
+  uint64_t v = 3;
+  CHECK(write(efd, &v, sizeof v) == 8);
+  CHECK(read(efd, &v, sizeof v) == 8 && v == 3);
+  CHECK(write(spare[1], "s", 1) == 1);
+  CHECK(read(spare[0], buf, 1) == 1 && buf[0] == 's');
+  close(out[0]);
+  close(spare[0]);
+  close(spare[1]);
+  close(efd);
+}
+
+static void PosixSpawnDup2sACloexecPipe(void) {
+  int out[2];
+  CHECK(pipe2(out, O_CLOEXEC) == 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  char *argv[] = {"echo", "from spawn", NULL};
+  pid_t pid;
+  CHECK(posix_spawnp(&pid, "echo", &fa, NULL, argv, environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  char buf[64] = {0};
+  CHECK(ReadAll(out[0], buf, sizeof buf - 1) == 11);
+  CHECK(strcmp(buf, "from spawn\n") == 0);
+  CHECK(Wait(pid) == 0);
+  close(out[0]);
+}
+
+static void ForkSharesSocketPairAndEventfd(void) {
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  int efd = eventfd(0, 0);
+  CHECK(write(sv[0], "early", 5) == 5);
+  pid_t pid = fork();
+  if (pid == 0) {
+    char b[5];
+    int ok = ReadAll(sv[1], b, 5) == 5 && memcmp(b, "early", 5) == 0 &&
+             write(sv[1], "reply", 5) == 5;
+    uint64_t one = 1;
+    ok = ok && write(efd, &one, sizeof one) == 8;
+    _exit(ok ? 0 : 1);
+  }
+  CHECK(pid > 0);
+  char b[8] = {0};
+  CHECK(ReadAll(sv[0], b, 5) == 5 && memcmp(b, "reply", 5) == 0);
+  uint64_t v = 0;
+  CHECK(read(efd, &v, sizeof v) == 8 && v == 1);
+  CHECK(Wait(pid) == 0);
+  close(sv[0]);
+  close(sv[1]);
+  close(efd);
+}
+
+static void ShellPipeline(void) {
+  FILE *expect = popen("ls / | wc -l", "r");
+  char want[32] = {0}, got[32] = {0};
+  CHECK(expect && fgets(want, sizeof want, expect));
+  if (expect) pclose(expect);
+  int out[2];
+  CHECK(pipe(out) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    close(out[1]);
+    execlp("sh", "sh", "-c", "ls / | wc -l", (char *)NULL);
+    _exit(127);
+  }
+  close(out[1]);
+  CHECK(ReadAll(out[0], got, sizeof got - 1) > 0);
+  CHECK(strcmp(want, got) == 0);
+  CHECK(Wait(pid) == 0);
+  close(out[0]);
+}
+
+int main(void) {
+  VforkChildChangesOnlyItsOwnTable();
+  PosixSpawnDup2sACloexecPipe();
+  ForkSharesSocketPairAndEventfd();
+  ShellPipeline();
+  printf("%s\n", failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,126 @@
+// A timer's expiry never waits for a signal handler running on another
+// thread, on both backends. The kernel runs expiries in its interrupt; on
+// uepoll a parked thread usually runs them (the keeper, docs/design.md
+// "Timers"), and a handler that runs on it during its sleep holds it: the
+// timer thread must notice and run the expiry itself.
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "threads/waiter.h"
+#include "timer/timer_queue.h"
+#include "timerfd/timerfd_test.h"
+
+namespace uepoll_test {
+namespace {
+
+using uepoll::impl::TimerQueue;
+
+// The handler announces itself on one kernel pipe and blocks reading
+// another until the test lets it go (read and write are async-signal-safe).
+int g_entered[2] = {-1, -1};
+int g_release[2] = {-1, -1};
+
+void BlockingHandler(int) {
+  int saved = errno;
+  char c = 1;
+  (void)!::write(g_entered[1], &c, 1);
+  (void)!::read(g_release[0], &c, 1);
+  errno = saved;
+}
+
+class TimerfdHandler : public TimerfdTest {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(::pipe(g_entered), 0);
+    ASSERT_EQ(::pipe(g_release), 0);
+    struct sigaction sa {};
+    sa.sa_handler = BlockingHandler;  // no SA_RESTART
+    sigemptyset(&sa.sa_mask);
+    ASSERT_EQ(sigaction(SIGUSR1, &sa, &old_), 0);
+  }
+  void TearDown() override {
+    sigaction(SIGUSR1, &old_, nullptr);
+    for (int fd : {g_entered[0], g_entered[1], g_release[0], g_release[1]}) {
+      ::close(fd);
+    }
+    TimerfdTest::TearDown();
+  }
+  struct sigaction old_ {};
+};
+
+// How far ahead the expiry is armed: the setup (threads parked, the timer
+// thread gone dormant on uepoll) must be done before it.
+constexpr int64_t kAheadNs = 3000 * kMs;
+
+// Thread A waits on an eventfd's instance (on uepoll it keeps the timers,
+// and the timer thread sleeps relying on it); thread B waits for a timer.
+// A signal handler that blocks runs on A while the timer becomes due: B
+// must get the expiry while the handler still runs. Then A's wait fails
+// EINTR, as epoll_wait does after a handler.
+TEST_P(TimerfdHandler, ExpiryDoesNotWaitForAHandlerOnTheKeeper) {
+  int t = Timerfd();
+  int tep = Epoll();
+  ASSERT_EQ(Ctl(tep, EPOLL_CTL_ADD, t, EPOLLIN, 9), 0);
+  int efd = Eventfd();
+  int aep = Epoll();
+  ASSERT_EQ(Ctl(aep, EPOLL_CTL_ADD, efd, EPOLLIN, 1), 0);
+  int64_t due = ClockNs(CLOCK_MONOTONIC) + kAheadNs;
+  Arm(t, kAheadNs);
+  Waiter a([&](epoll_event* evs) {
+    return B().epoll_wait(aep, evs, Waiter::kEvents, kWaitMs);
+  });
+  ASSERT_TRUE(a.Parked());
+  int early = Timerfd();
+  if (!IsKernel()) {
+    ASSERT_TRUE(Eventually([] { return TimerQueue::Get().has_keeper(); }));
+    // Earlier than the keeper's bound: the timer thread runs it, then
+    // finds A covering the rest and sleeps past the expiry.
+    Arm(early, 2 * kMs);
+    ASSERT_TRUE(Eventually([] { return TimerQueue::Get().thread_dormant(); }));
+  }
+  Waiter b([&](epoll_event* evs) {
+    return B().epoll_wait(tep, evs, Waiter::kEvents, -1);
+  });
+  ASSERT_TRUE(b.Parked());
+  ASSERT_EQ(pthread_kill(a.handle(), SIGUSR1), 0);
+  pollfd p{g_entered[0], POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, kExpiryWaitMs), 1) << "the handler never ran";
+  ASSERT_LT(ClockNs(CLOCK_MONOTONIC), due) << "setup outlasted kAheadNs";
+  // The handler blocks on A until released: B is served meanwhile.
+  bool served = Eventually([&] { return b.Done(); });
+  EXPECT_TRUE(served) << "the expiry waited for the handler";
+  // A timer armed while the handler still runs expires too (on uepoll:
+  // the held keeper, found past its bound, covers nothing any more, so
+  // the arming wakes the timer thread).
+  int t2 = Timerfd();
+  int t2ep = Epoll();
+  ASSERT_EQ(Ctl(t2ep, EPOLL_CTL_ADD, t2, EPOLLIN, 2), 0);
+  Waiter c2([&](epoll_event* evs) {
+    return B().epoll_wait(t2ep, evs, Waiter::kEvents, -1);
+  });
+  ASSERT_TRUE(c2.Parked());
+  Arm(t2, 1 * kMs);
+  EXPECT_TRUE(Eventually([&] { return c2.Done(); }))
+      << "a timer armed during the handler waited for it";
+  char c = 1;
+  ASSERT_EQ(::write(g_release[1], &c, 1), 1);
+  ASSERT_TRUE(b.WaitDone());
+  EXPECT_EQ(b.result(), 1);
+  EXPECT_EQ(b.event(0).data.u64, 9u);
+  ASSERT_TRUE(a.WaitDone());
+  EXPECT_EQ(a.result(), -1);
+  EXPECT_EQ(a.error(), EINTR);
+  EXPECT_EQ(Ticks(t), 1u);
+  ASSERT_TRUE(c2.WaitDone());
+  EXPECT_EQ(c2.result(), 1);
+  EXPECT_EQ(Ticks(t2), 1u);
+}
+
+UEPOLL_INSTANTIATE_BACKENDS(TimerfdHandler);
+
+}  // namespace
+}  // namespace uepoll_test
