@@ -42,11 +42,14 @@ bool Assign(const Option& o, const char* value, std::string* err) {
       *static_cast<std::string*>(o.target) = value;
       return true;
     case Option::kList:
+    case Option::kList0:
       if (ParseUintList(value,
-                        static_cast<std::vector<unsigned long>*>(o.target)))
+                        static_cast<std::vector<unsigned long>*>(o.target),
+                        o.kind == Option::kList0))
         return true;
-      *err = std::string("bad list '") + value +
-             "' (expected positive integers separated by commas)";
+      *err = std::string("bad list '") + value + "' (expected " +
+             (o.kind == Option::kList0 ? "non-negative" : "positive") +
+             " integers separated by commas)";
       return false;
   }
   *err = std::string("bad value '") + value + "'";
@@ -68,8 +71,9 @@ void PrintUsage(FILE* out, const char* synopsis,
     if (o.short_name) names += std::string("-") + o.short_name;
     if (o.short_name && o.long_name) names += ", ";
     if (o.long_name) names += std::string("--") + o.long_name;
-    const char* arg = o.kind == Option::kFlag     ? ""
-                      : o.kind == Option::kList   ? " <n,n,...>"
+    const char* arg = o.kind == Option::kFlag ? ""
+                      : o.kind == Option::kList || o.kind == Option::kList0
+                          ? " <n,n,...>"
                       : o.kind == Option::kString ? " <str>"
                                                   : " <n>";
     fprintf(out, "    %-28s %s\n", (names + arg).c_str(), o.help);

@@ -14,12 +14,14 @@
 namespace uepoll_bench {
 
 struct Option {
-  enum Kind { kFlag, kUint, kDouble, kString, kList };
+  // kList: positive integers; kList0: zero allowed too.
+  enum Kind { kFlag, kUint, kDouble, kString, kList, kList0 };
   char short_name;        // 0: long form only
   const char* long_name;  // nullptr: short form only
   Kind kind;
   void* target;  // bool*, unsigned long*, double*, std::string*,
-                 // std::vector<unsigned long>* (comma-separated list)
+                 // std::vector<unsigned long>* (comma-separated list, kList and
+                 // kList0)
   const char* help;
 };
 

@@ -329,7 +329,8 @@ int64_t Percentile(std::vector<int64_t>& v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-bool ParseUintList(const std::string& s, std::vector<unsigned long>* out) {
+bool ParseUintList(const std::string& s, std::vector<unsigned long>* out,
+                   bool allow_zero) {
   out->clear();
   size_t pos = 0;
   while (pos <= s.size()) {
@@ -341,7 +342,7 @@ bool ParseUintList(const std::string& s, std::vector<unsigned long>* out) {
       return false;
     errno = 0;
     unsigned long v = strtoul(item.c_str(), nullptr, 10);
-    if (errno != 0 || v == 0) return false;
+    if (errno != 0 || (v == 0 && !allow_zero)) return false;
     out->push_back(v);
     pos = comma + 1;
   }

@@ -158,8 +158,10 @@ class SyscallWindow {
 // p in [0,1]; sorts v.
 int64_t Percentile(std::vector<int64_t>& v, double p);
 
-// Thread counts and sizes given as "1,2,4,16". False on a malformed list.
-bool ParseUintList(const std::string& s, std::vector<unsigned long>* out);
+// Thread counts and sizes given as "1,2,4,16". False on a malformed list,
+// or on a 0 unless allow_zero.
+bool ParseUintList(const std::string& s, std::vector<unsigned long>* out,
+                   bool allow_zero = false);
 
 }  // namespace uepoll_bench
 

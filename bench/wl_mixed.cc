@@ -49,10 +49,10 @@ int CmdMixed(int argc, char** argv) {
   std::vector<unsigned long> kernel = {8, 8, 64};
   std::vector<unsigned long> user = {0, 8, 0};
   std::vector<Option> opts = {
-      {'K', "kernel", Option::kList, &kernel,
+      {'K', "kernel", Option::kList0, &kernel,
        "kernel eventfds per instance, one per configuration (default "
        "8,8,64)"},
-      {'U', "uepoll", Option::kList, &user,
+      {'U', "uepoll", Option::kList0, &user,
        "uepoll eventfds per instance, paired with -K (default 0,8,0)"},
   };
   if (int rc =
