@@ -9,6 +9,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <climits>
 #include <cstring>
 
 #include "base/cancellable.h"
@@ -41,6 +43,43 @@ int FailedOn(int k) {
   int err = errno;
   if (err == EBADF && sys::Fcntl(k, F_GETFD, 0) < 0) return KernelHalf::kLost;
   return -err;
+}
+
+// Whether epoll_pwait2 failed ENOSYS once: kernels before 5.11 lack it, and
+// so do tools that run the program on an emulated syscall table (valgrind
+// 3.19). A wait then goes through epoll_pwait, its timeout rounded up to
+// whole milliseconds as epoll_wait's own unit (BridgeNoPwait2.*).
+std::atomic<bool> g_no_pwait2{false};
+
+// A relative timeout in epoll_wait's milliseconds, rounded up (a wait never
+// ends before its time), -1 for none, INT_MAX at most.
+int TimeoutMs(const timespec* t) {
+  if (!t) return -1;
+  constexpr long long kMax = INT_MAX;
+  if (t->tv_sec >= kMax / 1000) return INT_MAX;
+  long long ms = static_cast<long long>(t->tv_sec) * 1000 +
+                 (t->tv_nsec + 999999) / 1000000;
+  return static_cast<int>(ms < kMax ? ms : kMax);
+}
+
+// One epoll_pwait2 (epoll_pwait without it) on k; a sleep is a
+// cancellation point, a harvest is not.
+int WaitOn(int k, epoll_event* ev, int room, const timespec* timeout,
+           const sigset_t* mask, bool sleeps) {
+  if (!g_no_pwait2.load(std::memory_order_relaxed)) {
+    int n = sleeps ? static_cast<int>(CancellableSyscall(
+                         SYS_epoll_pwait2, k, reinterpret_cast<long>(ev), room,
+                         reinterpret_cast<long>(timeout),
+                         reinterpret_cast<long>(mask), kSigsetSize))
+                   : sys::EpollPwait2(k, ev, room, timeout, mask);
+    if (n >= 0 || errno != ENOSYS) return n;
+    g_no_pwait2.store(true, std::memory_order_relaxed);
+  }
+  int ms = TimeoutMs(timeout);
+  return sleeps ? static_cast<int>(CancellableSyscall(
+                      SYS_epoll_pwait, k, reinterpret_cast<long>(ev), room, ms,
+                      reinterpret_cast<long>(mask), kSigsetSize))
+                : sys::EpollPwait(k, ev, room, ms, mask);
 }
 
 }  // namespace
@@ -150,11 +189,7 @@ int KernelHalf::Wait(epoll_event* ev, int room, const timespec* timeout,
     // A sleep is a cancellation point, as the kernel's epoll_pwait2 is
     // through libc (Cancel.epoll_pwait_with_mask__cancelled_waiter_leaves_
     // the_instance_working); a harvest is not.
-    int n = sleeps ? static_cast<int>(CancellableSyscall(
-                         SYS_epoll_pwait2, k, reinterpret_cast<long>(ev), room,
-                         reinterpret_cast<long>(timeout),
-                         reinterpret_cast<long>(mask), kSigsetSize))
-                   : sys::EpollPwait2(k, ev, room, timeout, mask);
+    int n = WaitOn(k, ev, room, timeout, mask, sleeps);
     if (n >= 0) return n;
     if (errno == EINTR) return -EINTR;
     // EFAULT as the kernel gives it (an event to copy, no buffer);
