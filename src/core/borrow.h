@@ -79,7 +79,9 @@ class FileBorrow {
   // f is published in rec->hazard[slot] and validated (FdTable::Borrow).
   FileBorrow(File* f, BorrowRecord* rec, int slot)
       : f_(f), rec_(rec), slot_(slot) {}
-  ~FileBorrow() { Reset(); }
+  ~FileBorrow() {
+    if (f_) Reset();  // inline: an empty borrow (a kernel number) costs a test
+  }
   FileBorrow(FileBorrow&& o) noexcept : f_(o.f_), rec_(o.rec_), slot_(o.slot_) {
     o.f_ = nullptr;
   }

@@ -83,13 +83,6 @@ void FdTable::LatchMode() {
   }
 }
 
-long FdTable::Index(int fd) const {
-  if ((mode_.load(std::memory_order_relaxed) & kModeDisjointBit) == 0) {
-    return fd >= 0 && fd < kCapacity ? long{fd} : -1;
-  }
-  return fd >= kBase && long{fd} - kBase < kCapacity ? long{fd} - kBase : -1;
-}
-
 FdTable::Chunk* FdTable::GetChunk(long idx, bool create) {
   long c = idx >> kChunkBits;
   Chunk* chunk = chunks_[c].load(std::memory_order_acquire);
@@ -135,12 +128,7 @@ bool FdTable::MarkShared(std::atomic<uint64_t>* s, File* f) {
   }
 }
 
-FileBorrow FdTable::Borrow(int fd) {
-  long idx = Index(fd);
-  if (idx < 0) return {};
-  Chunk* c = GetChunk(idx, false);
-  if (!c) return {};
-  long i = idx & (kChunkSize - 1);
+FileBorrow FdTable::BorrowHeld(Chunk* c, long i) {
   std::atomic<uint64_t>* s = &c->slots[i];
   BorrowRecord* rec = MyBorrowRecord();
   int hs = rec ? rec->FreeSlot() : -1;

@@ -92,7 +92,19 @@ class FdTable {
   // The file at fd for the length of one call, or an empty FileBorrow.
   // Parker pins the borrow before any sleep; a caller that spins (busy
   // polling) or raises a signal calls PinBorrowed() first.
-  FileBorrow Borrow(int fd);
+  FileBorrow Borrow(int fd) {
+    long idx = Index(fd);
+    if (idx < 0) return {};
+    Chunk* c = chunks_[idx >> kChunkBits].load(std::memory_order_acquire);
+    if (!c) return {};
+    long i = idx & (kChunkSize - 1);
+    // A number this table does not hold (a kernel descriptor, on every
+    // call a program makes on one) is answered here, inline, before the
+    // calling thread's record is looked at; BorrowHeld's first pass would
+    // answer the same. Acquire, as there.
+    if (!FileOf(c->slots[i].load(std::memory_order_acquire))) return {};
+    return BorrowHeld(c, i);
+  }
 
   // Installs f (adopting one reference) at the lowest free number >= minfd.
   // Returns the fd or -errno (EMFILE, ENFILE, ENOMEM; EINVAL if minfd is
@@ -222,7 +234,14 @@ class FdTable {
   FdTable();
   static void ForkChild();
   // The table index of fd, or -1 when fd is outside the mode's range.
-  long Index(int fd) const;
+  long Index(int fd) const {
+    if (mode() == FdMode::kKernel) {
+      return fd >= 0 && fd < kCapacity ? long{fd} : -1;
+    }
+    return fd >= kBase && long{fd} - kBase < kCapacity ? long{fd} - kBase : -1;
+  }
+  // Borrow's slow path: slot i of chunk c held a file a moment ago.
+  FileBorrow BorrowHeld(Chunk* c, long i);
   int FdOf(long idx) const {
     return static_cast<int>(mode() == FdMode::kKernel ? idx : idx + kBase);
   }

@@ -278,7 +278,8 @@ int Eventpoll::FilterCookies(epoll_event* events, int n, KernelHarvest* h) {
   int kept = 0;
   for (int i = 0; i < n; ++i) {
     if (!khalf_.IsInternal(events[i].data.u64)) {
-      events[kept++] = events[i];
+      if (kept != i) events[kept] = events[i];  // no copy until a cookie
+      ++kept;
       continue;
     }
     uint32_t idx = KernelHalf::IndexOf(events[i].data.u64);

@@ -343,6 +343,28 @@ int Eventpoll::SendEvents(epoll_event* events, int maxevents) {
   if (!mixed_.load(std::memory_order_acquire)) {
     return SendUepollEvents(events, maxevents);
   }
+  if (!avail_.load(std::memory_order_acquire)) {
+    // The uepoll half has nothing ready (an instance of kernel descriptors
+    // only, as an interposed server's are): the kernel half's events, then
+    // what its cookies queued in the uepoll half, or what arrived there
+    // meanwhile. Both orders below would give the same: their uepoll pass
+    // finds nothing before the kernel's.
+    KernelHarvest h = SendKernelEvents(events, maxevents);
+    int n = h.events < 0 ? 0 : h.events;
+    bool fault = h.events < 0;
+    if (n < maxevents &&
+        (h.children || avail_.load(std::memory_order_acquire))) {
+      int u = SendUepollEvents(events ? events + n : nullptr, maxevents - n);
+      if (u < 0) {
+        fault = true;
+      } else {
+        n += u;
+      }
+    }
+    if (h.token) HandOffToken();
+    if (n == 0 && fault) return -EFAULT;
+    return n;
+  }
   bool kernel_first;
   uint16_t mark = 0;
   {
