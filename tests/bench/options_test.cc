@@ -3,10 +3,10 @@
 // list that takes 0; thread counts and sizes must not.
 #include "options.h"
 
-#include <gtest/gtest.h>
-
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace uepoll_bench {
 namespace {
