@@ -37,14 +37,12 @@ inline const uepoll_libc_calls* Next() {
 }
 
 // UEPOLL_SYS(name, args...): the next definition of name if interposed,
-// libc's own otherwise. Next() is asked once (interposed, it is a
-// pthread_once and a call).
-#define UEPOLL_SYS(name, ...)                                        \
-  ([&] {                                                             \
-    const uepoll_libc_calls* uepoll_next_ = Next();                  \
-    return uepoll_next_ != nullptr ? uepoll_next_->name(__VA_ARGS__) \
-                                   : ::name(__VA_ARGS__);            \
-  }())
+// libc's own otherwise. An expression, not a lambda that would ask Next()
+// once: under ThreadSanitizer such a lambda is a frame of its own around
+// libc's noexcept syscall(), and a cancellation unwinding out of that call
+// ends in std::terminate (CxxCancel.*, Cancel.*, UserCancel.*).
+#define UEPOLL_SYS(name, ...) \
+  (Next() != nullptr ? Next()->name(__VA_ARGS__) : ::name(__VA_ARGS__))
 
 inline ssize_t Read(int fd, void* buf, size_t n) {
   return UEPOLL_SYS(read, fd, buf, n);
