@@ -235,6 +235,16 @@ TEST_P(FdTableScenario, Dup2OntoANumberBeingClosedNeverFails) {
 // and an instance replaced by an eventfd (waited on: 0 events on an
 // instance, EINVAL on an eventfd).
 TEST_P(FdTableScenario, NumberReusedOnAnotherThreadRefersToTheNewObjectOnly) {
+#if defined(__SANITIZE_THREAD__)
+  // The kernel control cannot run under ThreadSanitizer: its write()
+  // interceptor releases the sync object it keeps per descriptor while
+  // the reopen on another thread replaces it, and gcc 12's runtime then
+  // fails its own CHECK in ThreadClock::ReleaseStore (seen once in 1890
+  // tests; the stress tests skip their kernel controls for the same
+  // reason, SKIP_KERNEL_UNDER_TSAN). uepoll's run is unaffected; the dev
+  // and asan builds run the kernel control.
+  if (B().is_kernel) GTEST_SKIP() << "ThreadSanitizer's fd sync (see above)";
+#endif
   constexpr int kRounds = 200;
   const Backend* b = &B();
   const RacingCalls rc = RacingCallsFor(B());
