@@ -330,6 +330,14 @@ class Eventpoll final : public File {
   // epoll_wait into events returned (a sleep), or -1 to harvest now.
   KernelHarvest SendKernelEvents(epoll_event* events, int maxevents,
                                  int first = -1) EXCLUDES(mtx_, lock_);
+  // The rest of a harvest that began with the kernel half (h, into
+  // events): the uepoll half's events behind the kernel's, when there is
+  // room and the uepoll half may have some (a child's cookie queued its
+  // item, the token was consumed, or avail_), then the token handed on.
+  // Returns the events delivered, or -EFAULT when none was and a copy
+  // faulted, as the kernel answers.
+  int FinishKernelHarvest(const KernelHarvest& h, epoll_event* events,
+                          int maxevents) EXCLUDES(mtx_, lock_);
   // Removes the cookies from events[0..n) and acts on them; returns how
   // many application events remain at the front.
   int FilterCookies(epoll_event* events, int n, KernelHarvest* h)

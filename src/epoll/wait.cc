@@ -349,21 +349,8 @@ int Eventpoll::SendEvents(epoll_event* events, int maxevents) {
     // what its cookies queued in the uepoll half, or what arrived there
     // meanwhile. Both orders below would give the same: their uepoll pass
     // finds nothing before the kernel's.
-    KernelHarvest h = SendKernelEvents(events, maxevents);
-    int n = h.events < 0 ? 0 : h.events;
-    bool fault = h.events < 0;
-    if (n < maxevents &&
-        (h.children || avail_.load(std::memory_order_acquire))) {
-      int u = SendUepollEvents(events ? events + n : nullptr, maxevents - n);
-      if (u < 0) {
-        fault = true;
-      } else {
-        n += u;
-      }
-    }
-    if (h.token) HandOffToken();
-    if (n == 0 && fault) return -EFAULT;
-    return n;
+    return FinishKernelHarvest(SendKernelEvents(events, maxevents), events,
+                               maxevents);
   }
   bool kernel_first;
   uint16_t mark = 0;
@@ -422,6 +409,23 @@ int Eventpoll::SendEvents(epoll_event* events, int maxevents) {
   return n;
 }
 
+int Eventpoll::FinishKernelHarvest(const KernelHarvest& h,
+                                   epoll_event* events, int maxevents) {
+  int n = h.events < 0 ? 0 : h.events;
+  bool fault = h.events < 0;
+  if (n < maxevents &&
+      (h.children || h.token || avail_.load(std::memory_order_acquire))) {
+    int u = SendUepollEvents(events ? events + n : nullptr, maxevents - n);
+    if (u < 0) {
+      fault = true;
+    } else {
+      n += u;
+    }
+  }
+  if (h.token) HandOffToken();
+  return n == 0 && fault ? -EFAULT : n;
+}
+
 void Eventpoll::HandOffToken() {
   // A token was meant for a sleeper of the kernel half; if what it stood
   // for is still there, the next sleeper gets one.
@@ -463,19 +467,12 @@ int Eventpoll::SleepInKernel(EpWaiter* w, epoll_event* events, int maxevents,
     guard.Dequeue();
   }
   if (ctx.got == -EFAULT) return -EFAULT;
-  int n = 0;
   if (ctx.got > 0) {
     // The sleep was the kernel half's harvest; then the uepoll half's.
-    KernelHarvest h = SendKernelEvents(events, maxevents, ctx.got);
-    n = h.events;
-    if (n < maxevents &&
-        (h.children || h.token || avail_.load(std::memory_order_acquire))) {
-      int u = SendUepollEvents(events ? events + n : nullptr, maxevents - n);
-      if (u > 0) n += u;
-    }
-    if (h.token) HandOffToken();
+    int n = FinishKernelHarvest(SendKernelEvents(events, maxevents, ctx.got),
+                                events, maxevents);
+    if (n) return n;
   }
-  if (n) return n;
   if (r & Parker::kInterrupted) {
     // Events found win over the signal, as in the kernel.
     int m = SendEvents(events, maxevents);
