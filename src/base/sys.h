@@ -24,16 +24,39 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "base/libc_calls.h"
 
 namespace uepoll::impl::sys {
 
+// Next()'s answer once it was asked: 0 not yet, 1 not interposed, else
+// the interposer's table. Asking costs two calls across libraries (the
+// interposer's entry, then its pthread_once), made on every libc call of an
+// interposed process before this cache: about 16 instructions per call.
+inline std::atomic<uintptr_t> g_next_libc{0};
+
+inline const uepoll_libc_calls* NextSlow() {
+  const uepoll_libc_calls* t =
+      &uepoll_interpose_libc != nullptr ? uepoll_interpose_libc() : nullptr;
+  // Release: the table's entries were written (the interposer's
+  // pthread_once) before a thread that reads the cache calls them.
+  g_next_libc.store(t ? reinterpret_cast<uintptr_t>(t) : 1,
+                    std::memory_order_release);
+  return t;
+}
+
 // libc's definitions when libuepoll-interpose.so has replaced the public
 // names, else null (base/libc_calls.h). The answer never changes while the
 // process runs: the weak reference is bound at load time, and the table
-// the interposer returns is built once.
+// the interposer returns is built once; so it is asked once and kept.
 inline const uepoll_libc_calls* Next() {
-  return &uepoll_interpose_libc != nullptr ? uepoll_interpose_libc() : nullptr;
+  uintptr_t v = g_next_libc.load(std::memory_order_acquire);
+  if (v > 1) [[likely]] {
+    return reinterpret_cast<const uepoll_libc_calls*>(v);
+  }
+  return v ? nullptr : NextSlow();
 }
 
 // UEPOLL_SYS(name, args...): the next definition of name if interposed,

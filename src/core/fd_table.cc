@@ -23,7 +23,7 @@ constexpr int kModeLatchedBit = 2;
 
 }  // namespace
 
-FdTable& FdTable::Get() {
+FdTable& FdTable::GetSlow() {
   // Never destroyed: descriptors may be used from other threads' exit paths.
   // Built in static storage, not on the heap, and its constructor
   // allocates nothing: an allocator's own initialization reaches here
@@ -32,6 +32,9 @@ FdTable& FdTable::Get() {
   // object is installed, lookups find no chunk and allocate nothing.
   alignas(FdTable) static unsigned char storage[sizeof(FdTable)];
   static FdTable* table = new (storage) FdTable();
+  // Release: the table is built before Get() hands it out without the
+  // static's guard.
+  instance_.store(table, std::memory_order_release);
   return *table;
 }
 

@@ -69,7 +69,11 @@ class FdTable {
   static constexpr int kMaxChunks = 1 << 13;
   static constexpr long kCapacity = long{kChunkSize} * kMaxChunks;  // 8M
 
-  static FdTable& Get();
+  // The process's table, built on its first use (GetSlow).
+  static FdTable& Get() {
+    FdTable* t = instance_.load(std::memory_order_acquire);
+    return t ? *t : GetSlow();
+  }
 
   // The numbering mode; fixed by the first descriptor installed. Before
   // that, the environment variable UEPOLL_FD_MODE (kernel|disjoint) or
@@ -232,6 +236,7 @@ class FdTable {
   };
 
   FdTable();
+  static FdTable& GetSlow();
   static void ForkChild();
   // The table index of fd, or -1 when fd is outside the mode's range.
   long Index(int fd) const {
@@ -287,6 +292,9 @@ class FdTable {
   // on); closes fd if it cannot be recorded.
   int PublishKernelFile(File* f, bool cloexec, int fd);
 
+  // Get()'s answer once the table is built: inline, with no guard of a
+  // function-local static (every call on every descriptor asks for it).
+  static constinit inline std::atomic<FdTable*> instance_{nullptr};
   std::atomic<Chunk*> chunks_[kMaxChunks] = {};
   // Bit 0: kDisjoint; bit 1: latched (a descriptor was installed).
   std::atomic<int> mode_{0};
