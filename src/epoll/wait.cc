@@ -409,8 +409,8 @@ int Eventpoll::SendEvents(epoll_event* events, int maxevents) {
   return n;
 }
 
-int Eventpoll::FinishKernelHarvest(const KernelHarvest& h,
-                                   epoll_event* events, int maxevents) {
+int Eventpoll::FinishKernelHarvest(const KernelHarvest& h, epoll_event* events,
+                                   int maxevents) {
   int n = h.events < 0 ? 0 : h.events;
   bool fault = h.events < 0;
   if (n < maxevents &&
