@@ -4,17 +4,32 @@
 # default mode, in interleaved rounds (kernel, uepoll, kernel, ...), so
 # that a change in the machine's load falls on both sides alike. Prints
 # each round, then per workload the median of each side and the ratio
-# uepoll/kernel of the medians (above 1: uepoll serves more).
+# uepoll/kernel of the medians (above 1: uepoll serves more), and the
+# server's CPU time per request (its processes' and threads' time on a
+# CPU, from /proc/PID/task/*/schedstat, over the client's run), which the
+# sharing of the cores moves less than the rate.
 #
-#   bench/realprog.sh PRELOAD [ROUNDS]   default 5 rounds
+#   bench/realprog.sh [--pin] PRELOAD [ROUNDS]   default 5 rounds
+#
+# --pin: the server (and its workers) on CPU 0, the client on CPU 1, so
+# that neither migrates nor takes the other's core; needs taskset and 2
+# CPUs.
 #
 # Needs redis-server, redis-benchmark, nginx (nginx-light) and wrk; a
 # workload whose programs are missing is skipped with a message. Not a
 # test: the figures depend on the machine (BENCHMARKS.md says where they
 # were measured).
 set -euo pipefail
-preload=$(realpath "${1:?usage: realprog.sh PRELOAD [ROUNDS]}")
+server_cpu=() client_cpu=()
+if [[ ${1:-} == --pin ]]; then
+  shift
+  command -v taskset >/dev/null || { echo "realprog: --pin needs taskset" >&2; exit 2; }
+  (($(nproc) >= 2)) || { echo "realprog: --pin needs 2 CPUs" >&2; exit 2; }
+  server_cpu=(taskset -c 0) client_cpu=(taskset -c 1)
+fi
+preload=$(realpath "${1:?usage: realprog.sh [--pin] PRELOAD [ROUNDS]}")
 rounds=${2:-5}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "realprog: ROUNDS must be a positive count" >&2; exit 2; }
 work=$(mktemp -d)
 pid=
 cleanup() { [[ -n $pid ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$work"; }
@@ -23,20 +38,37 @@ unset UEPOLL_INTERPOSE
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
+# The CPU time, in ns, of the processes given and all their threads.
+cpu_ns() {
+  local p t sum=0 v
+  for p in "$@"; do
+    for t in /proc/"$p"/task/*/schedstat; do
+      read -r v _ <"$t" 2>/dev/null || continue
+      sum=$((sum + v))
+    done
+  done
+  echo "$sum"
+}
+
 # redis SIDE: one redis-benchmark run (SET and GET, 50 clients), prints
 # the two rates.
 redis_round() {
   local side=$1 port=16479 env=()
   [[ $side == uepoll ]] && env=(LD_PRELOAD="$preload")
-  (cd "$work" && exec env "${env[@]}" redis-server --port $port --bind 127.0.0.1 \
-      --save '' --appendonly no --logfile "$work/redis.log") &
+  (cd "$work" && exec env "${env[@]}" "${server_cpu[@]}" redis-server --port $port \
+      --bind 127.0.0.1 --save '' --appendonly no --logfile "$work/redis.log") &
   pid=$!
   for _ in $(seq 100); do
     [[ $(redis-cli -p $port ping 2>/dev/null) == PONG ]] && break
     sleep 0.1
   done
-  redis-benchmark -p $port -q -n 100000 -c 50 -t set,get 2>/dev/null | tr '\r' '\n' |
-    awk '/requests per second/ {sub(":", "", $1); print $1, $2}'
+  local t c0 rate
+  for t in set get; do
+    c0=$(cpu_ns "$pid")
+    rate=$("${client_cpu[@]}" redis-benchmark -p $port -q -n 100000 -c 50 -t $t 2>/dev/null |
+      tr '\r' '\n' | awk '/requests per second/ {print $2}' | tail -1)
+    echo "${t^^} $rate $(awk -v a="$(cpu_ns "$pid")" -v b="$c0" 'BEGIN {print (a-b)/1e5}')"
+  done
   redis-cli -p $port shutdown nosave >/dev/null 2>&1 || true
   wait "$pid" 2>/dev/null || true
   pid=
@@ -59,15 +91,22 @@ http {
   server { listen 127.0.0.1:$port; root $work/nginx/html; }
 }
 EOF
-  env "${env[@]}" nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off;' \
-      2>/dev/null &
+  env "${env[@]}" "${server_cpu[@]}" nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" \
+      -g 'daemon off;' 2>/dev/null &
   pid=$!
   for _ in $(seq 100); do
     curl -s --noproxy "*" -o /dev/null "http://127.0.0.1:$port/" && break
     sleep 0.1
   done
-  wrk -t2 -c50 -d5s "http://127.0.0.1:$port/" 2>/dev/null |
-    awk '/Requests\/sec/ {print "nginx", $2}'
+  local procs c0 out
+  # shellcheck disable=SC2207
+  procs=("$pid" $(pgrep -P "$pid"))
+  c0=$(cpu_ns "${procs[@]}")
+  out=$("${client_cpu[@]}" wrk -t2 -c50 -d5s "http://127.0.0.1:$port/" 2>/dev/null)
+  awk -v c="$(cpu_ns "${procs[@]}")" -v c0="$c0" '
+    /requests in/ {n = $1}
+    /Requests\/sec/ {r = $2}
+    END {if (n && r) print "nginx", r, (c - c0) / n}' <<<"$out"
   kill -QUIT "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
   pid=
@@ -91,17 +130,22 @@ results=$work/results
 for r in $(seq "$rounds"); do
   for w in "${workloads[@]}"; do
     for side in kernel uepoll; do
-      "${w}_round" "$side" | while read -r name rate; do
-        echo "$name $side $rate" >>"$results"
-        printf 'round %d/%d: %-6s %-6s %12.0f req/s\n' "$r" "$rounds" "$name" "$side" "$rate"
+      "${w}_round" "$side" | while read -r name rate cpu; do
+        echo "$name $side $rate $cpu" >>"$results"
+        printf 'round %d/%d: %-6s %-6s %12.0f req/s %9.0f ns CPU/request\n' \
+          "$r" "$rounds" "$name" "$side" "$rate" "$cpu"
       done
     done
   done
 done
 echo
-printf '%-6s %14s %14s %8s\n' workload "kernel req/s" "uepoll req/s" ratio
+printf '%-6s %14s %14s %8s %12s %12s %8s\n' workload "kernel req/s" "uepoll req/s" ratio \
+  "kernel ns/r" "uepoll ns/r" "CPU ratio"
+col() { awk -v n="$1" -v s="$2" -v c="$3" '$1==n && $2==s {print $c}' "$results" | median; }
 for name in $(awk '{print $1}' "$results" | sort -u); do
-  k=$(awk -v n="$name" '$1==n && $2=="kernel" {print $3}' "$results" | median)
-  u=$(awk -v n="$name" '$1==n && $2=="uepoll" {print $3}' "$results" | median)
-  printf '%-6s %14.0f %14.0f %8.3f\n' "$name" "$k" "$u" "$(awk -v a="$u" -v b="$k" 'BEGIN {print a/b}')"
+  k=$(col "$name" kernel 3) u=$(col "$name" uepoll 3)
+  kc=$(col "$name" kernel 4) uc=$(col "$name" uepoll 4)
+  printf '%-6s %14.0f %14.0f %8.3f %12.0f %12.0f %8.3f\n' "$name" "$k" "$u" \
+    "$(awk -v a="$u" -v b="$k" 'BEGIN {print a/b}')" "$kc" "$uc" \
+    "$(awk -v a="$uc" -v b="$kc" 'BEGIN {print b ? a/b : 0}')"
 done
