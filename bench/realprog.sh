@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Requests per second of Debian's unmodified redis-server and nginx, on the
 # kernel's objects and under LD_PRELOAD of libuepoll-interpose.so in its
-# default mode, in interleaved rounds (kernel, uepoll, kernel, ...), so
+# default mode, in interleaved rounds (kernel, uepoll, uepoll, kernel, ...), so
 # that a change in the machine's load falls on both sides alike. Prints
 # each round, then per workload the median of each side and the ratio
 # uepoll/kernel of the medians (above 1: uepoll serves more), and the
@@ -129,7 +129,12 @@ results=$work/results
 : >"$results"
 for r in $(seq "$rounds"); do
   for w in "${workloads[@]}"; do
-    for side in kernel uepoll; do
+    # Odd rounds run the kernel's side first, even rounds uepoll's, so that
+    # whatever the first run of a pair leaves behind (a warm page cache,
+    # TIME_WAIT sockets) falls on both sides alike.
+    sides=(kernel uepoll)
+    ((r % 2)) || sides=(uepoll kernel)
+    for side in "${sides[@]}"; do
       "${w}_round" "$side" | while read -r name rate cpu; do
         echo "$name $side $rate $cpu" >>"$results"
         printf 'round %d/%d: %-6s %-6s %12.0f req/s %9.0f ns CPU/request\n' \
