@@ -59,7 +59,9 @@ extern "C" {
  *   RLIMIT_NOFILE, usable in fd-indexed tables and FD_SET. Creating or
  *   closing a descriptor costs one syscall.
  * UEPOLL_FD_MODE_DISJOINT: numbers from UEPOLL_FD_BASE, lowest free first
- *   in that range, with no syscall at create or close. Such numbers break
+ *   in that range, with no syscall at create or close. A number a thread
+ *   closed is kept for that thread's next create (at most 8 per thread);
+ *   other threads' creates skip it while that thread runs. Such numbers break
  *   fd-indexed tables and select(), a uepoll object cannot be dup2'ed onto
  *   a kernel number, and an instance cannot hold kernel descriptors.
  *

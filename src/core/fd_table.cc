@@ -49,10 +49,11 @@ void FdTable::ForkChild() {
   for (long c = 0; c < kMaxChunks; ++c) {
     Chunk* chunk = t.chunks_[c].load(std::memory_order_relaxed);
     if (!chunk) continue;
-    for (auto& slot : chunk->slots) {
+    for (auto& slot : chunk->slots_) {
       slot.fetch_and(~(kCountMask | kBusyBit), std::memory_order_relaxed);
     }
   }
+  if (t.mode() == FdMode::kDisjoint) t.ForgetParkedInChild();
 }
 
 FdTable::FdTable() {
@@ -103,7 +104,7 @@ FdTable::Chunk* FdTable::GetChunk(long idx, bool create) {
 
 std::atomic<uint64_t>* FdTable::Slot(long idx, bool create) {
   Chunk* c = GetChunk(idx, create);
-  return c ? &c->slots[idx & (kChunkSize - 1)] : nullptr;
+  return c ? &c->slot(idx & (kChunkSize - 1)) : nullptr;
 }
 
 std::atomic<uint64_t>* FdTable::SlotOfFd(int fd) {
@@ -132,7 +133,7 @@ bool FdTable::MarkShared(std::atomic<uint64_t>* s, File* f) {
 }
 
 FileBorrow FdTable::BorrowHeld(Chunk* c, long i) {
-  std::atomic<uint64_t>* s = &c->slots[i];
+  std::atomic<uint64_t>* s = &c->slot(i);
   BorrowRecord* rec = MyBorrowRecord();
   int hs = rec ? rec->FreeSlot() : -1;
   for (int attempt = 0; hs >= 0 && attempt < 8; ++attempt) {
@@ -148,11 +149,11 @@ FileBorrow FdTable::BorrowHeld(Chunk* c, long i) {
     if (FileOf(again) == f) {
       // A borrower other than the slot's owner makes the slot shared
       // first, so that its closer scans every record, not just the
-      // owner's. owners[] is type-stable and read after validation, so
+      // owner's. owner() is type-stable and read after validation, so
       // it is the owner of this installation or the slot has changed
       // (and the CAS in MarkShared fails).
       bool ok = (again & kSharedBit) ||
-                c->owners[i].load(std::memory_order_acquire) == rec ||
+                c->owner(i).load(std::memory_order_acquire) == rec ||
                 MarkShared(s, f);
       if (ok) {
         // Only now may PinBorrowed (from a signal handler on this thread,
@@ -218,7 +219,7 @@ void FdTable::WaitForUsers(long idx, std::atomic<uint64_t>* s, uint64_t w) {
     WaitUntilUnborrowed(f);
   } else {
     // Only the owner's record can hold a borrow through this slot. The
-    // busy bit keeps owners[] from changing under us.
+    // busy bit keeps owner() from changing under us.
     WaitUntilUnborrowedIn(f, Owner(idx)->load(std::memory_order_relaxed));
   }
 }
@@ -235,7 +236,7 @@ File* FdTable::Evict(long idx, std::atomic<uint64_t>* s, uint64_t w) {
 void FdTable::Publish(long idx, File* f, bool cloexec) {
   Chunk* c = GetChunk(idx, false);
   long i = idx & (kChunkSize - 1);
-  std::atomic<uint64_t>* s = &c->slots[i];
+  std::atomic<uint64_t>* s = &c->slot(i);
   BorrowRecord* me = MyBorrowRecord();
   File* orphan = nullptr;
   uint64_t w = s->load(std::memory_order_acquire);
@@ -258,7 +259,7 @@ void FdTable::Publish(long idx, File* f, bool cloexec) {
       orphan = Evict(idx, s, w);
       w = s->load(std::memory_order_relaxed);
     }
-    c->owners[i].store(me, std::memory_order_relaxed);
+    c->owner(i).store(me, std::memory_order_relaxed);
     // Release publishes the file's construction (and the owner) to
     // lookups; the count of lookups probing the empty slot is kept.
     // seq_cst: against an instance gaining a kernel half (File::
@@ -413,7 +414,7 @@ int FdTable::Close(int fd) {
     // a new owner's Publish waits for the busy bit below.
     sys::Close(fd);
   } else {
-    Unreserve(idx);
+    Park(idx);
   }
   s->fetch_and(~kBusyBit, std::memory_order_release);
   Live::Dec(Live::descriptors);
@@ -533,16 +534,17 @@ int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
   } else if (!FileOf(w)) {
     uint64_t bit = uint64_t{1} << (i & 63);
     uint64_t prev = c->bitmap[i >> 6].fetch_or(bit, std::memory_order_acq_rel);
-    if (prev & bit) {
-      // Reserved by a call that has not installed its file yet.
+    if ((prev & bit) && !ClaimParked(nidx)) {
+      // Reserved by a call that has not installed its file yet. (A parked
+      // number is free: the dup2 takes it from its parker.)
       s->fetch_and(~kBusyBit, std::memory_order_release);
       return -EBUSY;
     }
   }
   f->set_many_numbers();
   f->Ref();  // the slot's reference
-  BorrowRecord* old_owner = c->owners[i].load(std::memory_order_relaxed);
-  c->owners[i].store(MyBorrowRecord(), std::memory_order_relaxed);
+  BorrowRecord* old_owner = c->owner(i).load(std::memory_order_relaxed);
+  c->owner(i).store(MyBorrowRecord(), std::memory_order_relaxed);
   uint64_t cur = s->load(std::memory_order_relaxed);
   // seq_cst: see Borrow. Clears the busy bit and the shared bit of the old
   // file with it. The word replaced (cur), not w, says whether the old
@@ -658,7 +660,7 @@ long FdTable::NextOpen(unsigned long fd) {
       continue;
     }
     for (long i = idx & (kChunkSize - 1); i < kChunkSize; ++i, ++idx) {
-      if (FileOf(c->slots[i].load(std::memory_order_acquire))) return FdOf(idx);
+      if (FileOf(c->slot(i).load(std::memory_order_acquire))) return FdOf(idx);
     }
   }
   return -1;

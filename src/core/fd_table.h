@@ -106,7 +106,7 @@ class FdTable {
     // call a program makes on one) is answered here, inline, before the
     // calling thread's record is looked at; BorrowHeld's first pass would
     // answer the same. Acquire, as there.
-    if (!FileOf(c->slots[i].load(std::memory_order_acquire))) return {};
+    if (!FileOf(c->slot(i).load(std::memory_order_acquire))) return {};
     return BorrowHeld(c, i);
   }
 
@@ -129,6 +129,13 @@ class FdTable {
   void InstallReserved2(const long idx[2], File* a, File* b, bool cloexec,
                         int fds[2]);
   void Unreserve2(const long idx[2]);
+
+  // Takes a parked number (kDisjoint): true if it was parked and is now
+  // the caller's, reserved (its bit set), false otherwise.
+  bool ClaimParked(long idx);
+  // Frees a number the calling thread parked, unless it was taken since
+  // (a thread's exit).
+  void ReleaseParked(long idx);
 
   // close(fd) of a uepoll descriptor; -EBADF if fd is not one (the caller
   // passes it to the kernel).
@@ -172,7 +179,7 @@ class FdTable {
       if (!chunk) continue;
       for (long i = 0; i < kChunkSize; ++i) {
         // seq_cst: pairs with Publish, against File::set_many_numbers.
-        if (FileOf(chunk->slots[i].load(std::memory_order_seq_cst)) == f) {
+        if (FileOf(chunk->slot(i).load(std::memory_order_seq_cst)) == f) {
           fn(FdOf(c * kChunkSize + i));
         }
       }
@@ -188,7 +195,7 @@ class FdTable {
       Chunk* chunk = chunks_[c].load(std::memory_order_acquire);
       if (!chunk) continue;
       for (long i = 0; i < kChunkSize; ++i) {
-        uint64_t w = chunk->slots[i].load(std::memory_order_acquire);
+        uint64_t w = chunk->slot(i).load(std::memory_order_acquire);
         if (File* f = FileOf(w)) {
           fn(FdOf(c * kChunkSize + i), f, (w & kCloexecBit) != 0);
         }
@@ -228,9 +235,25 @@ class FdTable {
   static constexpr uint64_t kCloexecBit = uint64_t{1} << 63;
 
   struct Chunk {
-    std::atomic<uint64_t> slots[kChunkSize];
+    // Where index i of the chunk lives in slots_ and owners_: consecutive
+    // numbers a cache line apart (eight words share a line, and numbers i
+    // and i+1 are 128 words apart), so that threads creating and closing
+    // neighbouring numbers (lowest free first hands them out in turn) do
+    // not write one line: a slot word is written at every create and
+    // close, an owner word at every create.
+    static constexpr long Pos(long i) {
+      return ((i & 7) << (kChunkBits - 3)) | (i >> 3);
+    }
+    std::atomic<uint64_t>& slot(long i) { return slots_[Pos(i)]; }
     // The record of the thread that installed each slot's file (see above).
-    std::atomic<BorrowRecord*> owners[kChunkSize];
+    std::atomic<BorrowRecord*>& owner(long i) { return owners_[Pos(i)]; }
+
+    // kDisjoint: 1 while the number is parked (fd_alloc_disjoint.cc).
+    std::atomic<uint8_t>& parked(long i) { return parked_[Pos(i)]; }
+
+    std::atomic<uint64_t> slots_[kChunkSize];
+    std::atomic<BorrowRecord*> owners_[kChunkSize];
+    std::atomic<uint8_t> parked_[kChunkSize];
     // kDisjoint allocation: a set bit is a taken number.
     std::atomic<uint64_t> bitmap[kChunkSize / 64];
   };
@@ -253,7 +276,7 @@ class FdTable {
   Chunk* GetChunk(long idx, bool create);
   std::atomic<uint64_t>* Slot(long idx, bool create);
   std::atomic<BorrowRecord*>* Owner(long idx) {
-    return &GetChunk(idx, false)->owners[idx & (kChunkSize - 1)];
+    return &GetChunk(idx, false)->owner(idx & (kChunkSize - 1));
   }
   // The slot of fd if its chunk exists, else nullptr.
   std::atomic<uint64_t>* SlotOfFd(int fd);
@@ -279,10 +302,21 @@ class FdTable {
   // Returns the orphan, whose reference the caller drops once the busy
   // bit is released.
   File* Evict(long idx, std::atomic<uint64_t>* s, uint64_t w);
-  // kDisjoint allocation (lowest free >= min_idx): the index, -1 when full,
-  // -2 out of memory.
+  // kDisjoint allocation (lowest free >= min_idx, a number the calling
+  // thread parked included): the index, -1 when full, -2 out of memory.
   long Reserve(long min_idx);
+  // Reserve from the thread's parked numbers or the bitmap (its list held).
+  long ReserveCached(long min_idx);
+  // Reserve from the bitmap only; when it is full, after ReclaimParked.
+  long ReserveOrReclaim(long min_idx);
+  long ReserveShared(long min_idx);
   void Unreserve(long idx);
+  // A closed number kept for the calling thread's next create, or freed.
+  void Park(long idx);
+  // Every thread's parked numbers back to the bitmap; whether there was one.
+  bool ReclaimParked();
+  // fork() child: the parent's other threads' parked numbers are freed.
+  void ForgetParkedInChild();
   // The first free index in [lo, hi), or -1 (kDisjoint).
   long FirstFree(long lo, long hi);
   // Lowers the hint to idx if it is above (kDisjoint).

@@ -5,7 +5,11 @@
 // dup2'ed across kinds. The whole binary runs in that mode (each test
 // process sets it before its first descriptor).
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <functional>
+#include <future>
 #include <thread>
 
 #include <uepoll/debug.h>
@@ -189,6 +193,203 @@ TEST_F(BridgeDisjoint, UepollsOwnLimitAppliesNotRlimitNofile) {
   for (int x : got) uepoll_close(x);
   uepoll_debug_set_fd_limit(prev);
   setrlimit(RLIMIT_NOFILE, &old);
+}
+
+// --- Parked numbers (docs/semantics.md D5) ---------------------------------
+// A thread's close parks the number for that thread's next create, so that
+// threads creating and closing descriptors write no shared word.
+
+// Runs body in a forked child, on a new thread there, and returns its exit
+// status: 0, or the body's failure code. The child frees every number the
+// parent's threads parked, and a new thread has parked none, so the body
+// starts with no parked number (entries the forking thread kept would
+// otherwise take numbers the body's threads parked).
+int InChild(const std::function<int()>& body) {
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    int r = 100;
+    std::thread([&] { r = body(); }).join();
+    _exit(r);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -2;
+  return WEXITSTATUS(status);
+}
+
+#if defined(__SANITIZE_THREAD__)
+#define SKIP_FORK_UNDER_TSAN()                                             \
+  GTEST_SKIP() << "ThreadSanitizer does not support fork() in a threaded " \
+                  "process whose child keeps running"
+#else
+#define SKIP_FORK_UNDER_TSAN() (void)0
+#endif
+
+// One thread alone still gets the lowest free number, whether it was
+// parked or freed to the shared bitmap (a thread parks at most 8): twelve
+// numbers closed highest first come back lowest first.
+TEST_F(BridgeDisjoint, OneThreadGetsTheLowestFreeParkedOrNot) {
+  std::vector<int> got;
+  for (int i = 0; i < 12; ++i) got.push_back(Keep(uepoll_eventfd(0, 0)));
+  for (int i = 11; i >= 0; --i) {
+    ASSERT_EQ(uepoll_close(got[i]), 0);
+    Drop(got[i]);
+  }
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(Keep(uepoll_eventfd(0, 0)), got[i]) << "create " << i;
+  }
+  // And with a minimum: F_DUPFD skips the parked numbers below it.
+  ASSERT_EQ(uepoll_close(got[3]), 0);
+  Drop(got[3]);
+  ASSERT_EQ(uepoll_close(got[7]), 0);
+  Drop(got[7]);
+  EXPECT_EQ(Keep(uepoll_fcntl(got[0], F_DUPFD, got[4])), got[7]);
+  EXPECT_EQ(Keep(uepoll_eventfd(0, 0)), got[3]);
+}
+
+// A parked number that a dup2 took is no longer this thread's: the next
+// create gets the lowest of the numbers still parked, not the bitmap's
+// (higher) one. Twelve numbers; eight parked (the list is full), one freed
+// to the bitmap and taken again, then a dup2 onto the lowest parked one.
+TEST_F(BridgeDisjoint, Dup2OfTheLowestParkedNumberLeavesTheNextOne) {
+  std::vector<int> n;
+  for (int i = 0; i < 12; ++i) n.push_back(Keep(uepoll_eventfd(0, 0)));
+  for (int i = 11; i >= 4; --i) {
+    ASSERT_EQ(uepoll_close(n[i]), 0);
+    Drop(n[i]);
+  }
+  ASSERT_EQ(uepoll_close(n[1]), 0);  // beyond the eight: to the bitmap
+  Drop(n[1]);
+  EXPECT_EQ(Keep(uepoll_eventfd(0, 0)), n[1]);
+  EXPECT_EQ(Keep(uepoll_dup2(n[0], n[4])), n[4]);
+  EXPECT_EQ(Keep(uepoll_eventfd(0, 0)), n[5]);
+  EXPECT_EQ(Keep(uepoll_eventfd(0, 0)), n[6]);
+}
+
+// Another thread's create skips a number parked by a thread that is still
+// running (the deviation), and gets it once that thread has exited.
+TEST_F(BridgeDisjoint, NumberParkedByALiveThreadIsItsUntilItExits) {
+  SKIP_FORK_UNDER_TSAN();
+  EXPECT_EQ(InChild([] {
+              std::promise<int> parked;
+              std::promise<void> go;
+              std::thread t([&] {
+                int x = uepoll_eventfd(0, 0);
+                if (x >= 0) uepoll_close(x);
+                parked.set_value(x);
+                go.get_future().wait();
+              });
+              int x = parked.get_future().get();
+              int y = uepoll_eventfd(0, 0);
+              go.set_value();
+              t.join();
+              if (x < 0 || y < 0) return 1;
+              if (y == x) return 2;  // not parked for its closer
+              int z = uepoll_eventfd(0, 0);
+              if (z != x) return 3;  // not freed at the thread's exit
+              uepoll_close(y);
+              uepoll_close(z);
+              return 0;
+            }),
+            0);
+}
+
+// A dup2 onto a number another thread parked takes it (the kernel would
+// not fail it EBUSY: the number is free); the parker's next create then
+// gets another number.
+TEST_F(BridgeDisjoint, Dup2OntoANumberAnotherThreadParkedTakesIt) {
+  SKIP_FORK_UNDER_TSAN();
+  EXPECT_EQ(InChild([] {
+              std::promise<int> parked, again;
+              std::promise<void> go;
+              std::thread t([&] {
+                int x = uepoll_eventfd(0, 0);
+                if (x >= 0) uepoll_close(x);
+                parked.set_value(x);
+                go.get_future().wait();
+                again.set_value(uepoll_eventfd(0, 0));
+              });
+              int x = parked.get_future().get();
+              int a = uepoll_eventfd(0, 0);
+              int r = uepoll_dup2(a, x);
+              int err = errno;
+              go.set_value();
+              int w = again.get_future().get();
+              t.join();
+              if (x < 0 || a < 0 || w < 0) return 1;
+              if (r != x) return err == EBUSY ? 2 : 3;
+              if (w == x) return 4;  // two files at one number
+              uint64_t v = 5;
+              if (uepoll_write(x, &v, 8) != 8 || uepoll_read(a, &v, 8) != 8 ||
+                  v != 5) {
+                return 5;  // x is not a's file
+              }
+              uepoll_close(x);
+              uepoll_close(a);
+              uepoll_close(w);
+              return 0;
+            }),
+            0);
+}
+
+// A create that finds the range full takes back the numbers other threads
+// parked before it fails EMFILE.
+TEST_F(BridgeDisjoint, FullRangeTakesBackParkedNumbersBeforeEmfile) {
+  SKIP_FORK_UNDER_TSAN();
+  EXPECT_EQ(InChild([] {
+              long prev = uepoll_debug_set_fd_limit(16);
+              std::vector<int> got;
+              int fd;
+              while ((fd = uepoll_eventfd(0, 0)) >= 0) got.push_back(fd);
+              if (errno != EMFILE || got.empty()) return 1;
+              int last = got.back();
+              got.pop_back();
+              uepoll_close(last);  // parked by this thread
+              std::promise<int> parked;
+              std::promise<void> go;
+              std::thread t([&] {
+                int x = uepoll_eventfd(0, 0);  // takes the parked number
+                if (x >= 0) uepoll_close(x);   // and parks it here
+                parked.set_value(x);
+                go.get_future().wait();
+              });
+              int x = parked.get_future().get();
+              int y = uepoll_eventfd(0, 0);  // takes it back again
+              int err = errno;
+              go.set_value();
+              t.join();
+              if (x != last) return 2;
+              if (y != last) return err == EMFILE ? 3 : 4;
+              got.push_back(y);
+              for (int g : got) uepoll_close(g);
+              uepoll_debug_set_fd_limit(prev);
+              return 0;
+            }),
+            0);
+}
+
+// fork(): the child has only the forking thread, so the numbers the
+// parent's other threads parked are free in the child.
+TEST_F(BridgeDisjoint, ForkChildGetsNumbersParkedByOtherParentThreads) {
+  SKIP_FORK_UNDER_TSAN();
+  EXPECT_EQ(InChild([] {
+              std::promise<int> parked;
+              std::promise<void> go;
+              std::thread t([&] {
+                int x = uepoll_eventfd(0, 0);
+                if (x >= 0) uepoll_close(x);
+                parked.set_value(x);
+                go.get_future().wait();
+              });
+              int x = parked.get_future().get();
+              int inner =
+                  InChild([x] { return uepoll_eventfd(0, 0) == x ? 0 : 1; });
+              go.set_value();
+              t.join();
+              if (x < 0) return 1;
+              return inner == 0 ? 0 : 10 + inner;
+            }),
+            0);
 }
 
 }  // namespace
