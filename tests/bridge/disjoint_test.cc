@@ -266,23 +266,48 @@ TEST_F(BridgeDisjoint, Dup2OfTheLowestParkedNumberLeavesTheNextOne) {
   EXPECT_EQ(Keep(uepoll_eventfd(0, 0)), n[6]);
 }
 
+// A thread that parks one number (creates an eventfd and closes it) and
+// then waits, so that its parked number stays parked; Finish() lets it run
+// `after` on itself, joins it, and returns what `after` returned.
+class ParkingThread {
+ public:
+  explicit ParkingThread(std::function<int()> after = nullptr)
+      : thread_([this, after] {
+          int x = uepoll_eventfd(0, 0);
+          if (x >= 0) uepoll_close(x);
+          parked_.set_value(x);
+          go_.get_future().wait();
+          after_result_ = after ? after() : 0;
+        }) {}
+  // The number it parked (-1 if its create failed).
+  int Parked() {
+    if (number_ == kUnknown) number_ = parked_.get_future().get();
+    return number_;
+  }
+  int Finish() {
+    go_.set_value();
+    thread_.join();
+    return after_result_;
+  }
+
+ private:
+  static constexpr int kUnknown = -2;
+  std::promise<int> parked_;
+  std::promise<void> go_;
+  int number_ = kUnknown;
+  int after_result_ = 0;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
 // Another thread's create skips a number parked by a thread that is still
 // running (the deviation), and gets it once that thread has exited.
 TEST_F(BridgeDisjoint, NumberParkedByALiveThreadIsItsUntilItExits) {
   SKIP_FORK_UNDER_TSAN();
   EXPECT_EQ(InChild([] {
-              std::promise<int> parked;
-              std::promise<void> go;
-              std::thread t([&] {
-                int x = uepoll_eventfd(0, 0);
-                if (x >= 0) uepoll_close(x);
-                parked.set_value(x);
-                go.get_future().wait();
-              });
-              int x = parked.get_future().get();
+              ParkingThread t;
+              int x = t.Parked();
               int y = uepoll_eventfd(0, 0);
-              go.set_value();
-              t.join();
+              t.Finish();
               if (x < 0 || y < 0) return 1;
               if (y == x) return 2;  // not parked for its closer
               int z = uepoll_eventfd(0, 0);
@@ -300,22 +325,12 @@ TEST_F(BridgeDisjoint, NumberParkedByALiveThreadIsItsUntilItExits) {
 TEST_F(BridgeDisjoint, Dup2OntoANumberAnotherThreadParkedTakesIt) {
   SKIP_FORK_UNDER_TSAN();
   EXPECT_EQ(InChild([] {
-              std::promise<int> parked, again;
-              std::promise<void> go;
-              std::thread t([&] {
-                int x = uepoll_eventfd(0, 0);
-                if (x >= 0) uepoll_close(x);
-                parked.set_value(x);
-                go.get_future().wait();
-                again.set_value(uepoll_eventfd(0, 0));
-              });
-              int x = parked.get_future().get();
+              ParkingThread t([] { return uepoll_eventfd(0, 0); });
+              int x = t.Parked();
               int a = uepoll_eventfd(0, 0);
               int r = uepoll_dup2(a, x);
               int err = errno;
-              go.set_value();
-              int w = again.get_future().get();
-              t.join();
+              int w = t.Finish();
               if (x < 0 || a < 0 || w < 0) return 1;
               if (r != x) return err == EBUSY ? 2 : 3;
               if (w == x) return 4;  // two files at one number
@@ -345,19 +360,12 @@ TEST_F(BridgeDisjoint, FullRangeTakesBackParkedNumbersBeforeEmfile) {
               int last = got.back();
               got.pop_back();
               uepoll_close(last);  // parked by this thread
-              std::promise<int> parked;
-              std::promise<void> go;
-              std::thread t([&] {
-                int x = uepoll_eventfd(0, 0);  // takes the parked number
-                if (x >= 0) uepoll_close(x);   // and parks it here
-                parked.set_value(x);
-                go.get_future().wait();
-              });
-              int x = parked.get_future().get();
+              // The thread's create takes it back, and parks it there.
+              ParkingThread t;
+              int x = t.Parked();
               int y = uepoll_eventfd(0, 0);  // takes it back again
               int err = errno;
-              go.set_value();
-              t.join();
+              t.Finish();
               if (x != last) return 2;
               if (y != last) return err == EMFILE ? 3 : 4;
               got.push_back(y);
@@ -373,19 +381,11 @@ TEST_F(BridgeDisjoint, FullRangeTakesBackParkedNumbersBeforeEmfile) {
 TEST_F(BridgeDisjoint, ForkChildGetsNumbersParkedByOtherParentThreads) {
   SKIP_FORK_UNDER_TSAN();
   EXPECT_EQ(InChild([] {
-              std::promise<int> parked;
-              std::promise<void> go;
-              std::thread t([&] {
-                int x = uepoll_eventfd(0, 0);
-                if (x >= 0) uepoll_close(x);
-                parked.set_value(x);
-                go.get_future().wait();
-              });
-              int x = parked.get_future().get();
+              ParkingThread t;
+              int x = t.Parked();
               int inner =
                   InChild([x] { return uepoll_eventfd(0, 0) == x ? 0 : 1; });
-              go.set_value();
-              t.join();
+              t.Finish();
               if (x < 0) return 1;
               return inner == 0 ? 0 : 10 + inner;
             }),
