@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -124,6 +125,11 @@ void ParkerRegistry::Child() {
     int ef = p->efd_.exchange(-1, std::memory_order_relaxed);
     if (ep >= 0) sys::Close(ep);
     if (ef >= 0) sys::Close(ef);
+    for (int i = 0; i < 2; ++i) {
+      if (p->ltfd_[i] >= 0) sys::Close(p->ltfd_[i]);
+      p->ltfd_[i] = -1;
+      p->larmed_[i] = 0;
+    }
   }
   r.parkers.Reset();
   if (tl_self) {
@@ -167,9 +173,101 @@ Parker::~Parker() {
   int ep = pkep_.load(std::memory_order_relaxed);
   int ef = efd_.load(std::memory_order_relaxed);
   // Close them only if they are still ours (parker.h).
+  for (int i = 0; i < 2; ++i) {
+    if (ltfd_[i] >= 0 && ModWake(ep, ltfd_[i], 0)) sys::Close(ltfd_[i]);
+  }
   if (ModWake(ep, ef, 0)) {
     sys::Close(ep);
     sys::Close(ef);
+  }
+}
+
+bool Parker::EnsureLookahead() {
+  if (ltfd_[0] >= 0) return true;
+  if (lookahead_off_) return false;
+  if (!EnsureFds()) {
+    lookahead_off_ = true;
+    return false;
+  }
+  int ep = pkep_.load(std::memory_order_relaxed);
+  int made[2] = {-1, -1};
+  for (int i = 0; i < 2; ++i) {
+    made[i] = MovePrivateFd(
+        sys::TimerfdCreate(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    epoll_event ev{};  // no events: never reported, only pending
+    if (made[i] < 0 || sys::EpollCtl(ep, EPOLL_CTL_ADD, made[i], &ev) != 0) {
+      for (int k = 0; k <= i; ++k) {
+        if (made[k] >= 0) sys::Close(made[k]);
+      }
+      lookahead_off_ = true;
+      return false;
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    ltfd_[i] = made[i];
+    larmed_[i] = 0;
+  }
+  return true;
+}
+
+bool Parker::Lookahead(int64_t bound, int64_t after) {
+  int pending = larmed_[0] == bound ? 0 : larmed_[1] == bound ? 1 : -1;
+  // The one armed at `bound` must still be ours to be relied on.
+  if (pending >= 0 &&
+      !ModWake(pkep_.load(std::memory_order_relaxed), ltfd_[pending], 0)) {
+    ltfd_[0] = ltfd_[1] = -1;
+    larmed_[0] = larmed_[1] = 0;
+    AbandonFds();
+    return false;
+  }
+  if (after == INT64_MAX || after <= bound) return pending >= 0;
+  if (larmed_[0] == after || larmed_[1] == after) return pending >= 0;
+  if (!EnsureLookahead()) return false;
+  // Keep the one pending at `bound` (armed by the sleep before); of two
+  // others, rearm the older.
+  int slot;
+  if (larmed_[0] == bound) {
+    slot = 1;
+  } else if (larmed_[1] == bound) {
+    slot = 0;
+  } else {
+    slot = larmed_[0] <= larmed_[1] ? 0 : 1;
+  }
+  // The MOD proves the number still holds our timerfd inside our epoll
+  // (parker.h): a number the application closed and reused is never armed.
+  if (!ModWake(pkep_.load(std::memory_order_relaxed), ltfd_[slot], 0)) {
+    // Not ours any more: forget them all, never close (as AbandonFds).
+    ltfd_[0] = ltfd_[1] = -1;
+    larmed_[0] = larmed_[1] = 0;
+    AbandonFds();
+    return false;
+  }
+  itimerspec v{};
+  v.it_value.tv_sec = static_cast<time_t>(after / 1000000000);
+  v.it_value.tv_nsec = static_cast<long>(after % 1000000000);
+  larmed_[slot] = 0;
+  if (sys::TimerfdSettime(ltfd_[slot], TFD_TIMER_ABSTIME, &v, nullptr) == 0) {
+    larmed_[slot] = after;
+  }
+  return pending >= 0;
+}
+
+unsigned Parker::SleepFutexUntil(int64_t at_ns) {
+  timespec ts{static_cast<time_t>(at_ns / 1000000000),
+              static_cast<long>(at_ns % 1000000000)};
+  long r = CancellableSyscall(
+      SYS_futex, reinterpret_cast<long>(reinterpret_cast<int*>(&state_)),
+      FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, kParkedFutex,
+      reinterpret_cast<long>(&ts), 0,
+      static_cast<long>(FUTEX_BITSET_MATCH_ANY));
+  if (r == 0) return 0;
+  switch (errno) {
+    case EINTR:
+      return kInterrupted;
+    case ETIMEDOUT:
+      return Deadline::At(at_ns).Expired() ? kTimedOut : 0;
+    default:
+      return 0;
   }
 }
 
@@ -322,10 +420,12 @@ Parker::Result Parker::ParkLoop(int parked_state, const Deadline& deadline,
     // One load when nothing is armed; Timers exists once anything was.
     Deadline bound = deadline;
     bool bounded = false;
+    int64_t after = INT64_MAX;
     const Timers* timers = nullptr;
     if (TimerDue() != INT64_MAX) {
       timers = timers_.load(std::memory_order_acquire);
-      int64_t at = timers->cover(deadline.at_ns(), can_keep, &unparked.keeper);
+      int64_t at =
+          timers->cover(deadline.at_ns(), can_keep, &unparked.keeper, &after);
       if (at < deadline.at_ns()) {
         bound = Deadline::At(at);
         bounded = true;
@@ -337,8 +437,16 @@ Parker::Result Parker::ParkLoop(int parked_state, const Deadline& deadline,
     } else if (bound.Expired()) {
       r = kTimedOut;
     } else {
+      // Only a keeper is bounded (cover), and only a futex sleep keeps.
+      bool pending = unparked.keeper && Lookahead(bound.at_ns(), after);
+      // The slack stays: the pending timer may be on another CPU's queue
+      // (the thread moved since it armed it), where its interrupt does not
+      // end our futex's timer.
       KeeperSlack slack;
-      r = sleep_once(bound);
+      // Pending at the bound: the futex's timer, at that very instant (not
+      // a relative timeout, which the kernel adds to a later "now"), goes
+      // behind it and programs nothing.
+      r = pending ? SleepFutexUntil(bound.at_ns()) : sleep_once(bound);
     }
     if (bounded && (r & kTimedOut)) {
       // Our bound (the caller's deadline may have come too): run what is

@@ -72,6 +72,22 @@
 // whatever the thread's. A keeper's sleep runs with a timer slack of 1 ns
 // (the thread's own is restored after it), as a kernel timerfd has none.
 //
+// The lookahead. The kernel programs the CPU's timer device when a timer
+// it arms is earlier than every timer pending on that CPU; armed from a
+// thread (a futex timeout is armed as the sleep starts) that costs the
+// thread a write of the deadline register, which in a virtual machine is
+// an exit to the hypervisor (about 10 us of the thread's CPU time on the
+// project's VM; BENCHMARKS.md, "Timers"). A kernel timer armed while an
+// earlier one is pending costs a plain insertion; when the earlier one
+// fires, the interrupt programs the next. So before each bounded sleep a
+// keeper arms one of two kernel timerfds of its own at the expiry after
+// its bound, which is not the earliest then; by the next sleep that
+// timerfd is pending at the new bound, and the futex timeout, armed at the
+// same instant or a little later, is not the earliest either. The
+// timerfds are never read or watched: they exist only to be pending, and
+// one left armed at a stale instant fires once to no one. Descriptors
+// that cannot be made only turn the lookahead off for the thread.
+//
 // Lifetime: a Parker is thread_local. Wakers only call Unpark while holding
 // the lock of the queue the owner's wait entry is on; the owner removes its
 // entry under that lock before returning, so no Unpark can touch a Parker of
@@ -142,8 +158,10 @@ class Parker {
     // The calling thread is parked with its own deadline (CLOCK_MONOTONIC
     // ns, INT64_MAX for none); *keeper says whether it keeps already. Makes
     // it keep (or not) and returns the instant it must wake at to run
-    // what is due (INT64_MAX: no bound).
-    int64_t (*cover)(int64_t deadline_ns, bool can_keep, bool* keeper);
+    // what is due (INT64_MAX: no bound); *after: the next expiry after
+    // that instant, where a keeper arms its lookahead (INT64_MAX: none).
+    int64_t (*cover)(int64_t deadline_ns, bool can_keep, bool* keeper,
+                     int64_t* after);
     // The keeper left its sleep for good.
     void (*resign)();
     // Runs every expiry that is due. Called with no lock held.
@@ -172,6 +190,10 @@ class Parker {
   // descriptor sleeps, and which (-1 when not).
   int DebugEpollFd() const { return pkep_.load(std::memory_order_relaxed); }
   int DebugEventFd() const { return efd_.load(std::memory_order_relaxed); }
+  // For tests, on the owner: the keeper's lookahead timerfd i (0 or 1) and
+  // the instant it was last armed at (-1 and 0 when none).
+  int DebugLookaheadFd(int i) const { return ltfd_[i]; }
+  int64_t DebugLookaheadAt(int i) const { return larmed_[i]; }
 
   Parker();
   ~Parker();
@@ -197,6 +219,16 @@ class Parker {
   bool EnsureFds();
   // Forgets the descriptors without closing them (they are not ours now).
   void AbandonFds();
+  // The keeper's kernel lookahead ("Timers" above): a keeper about to sleep
+  // until `bound` makes sure a kernel timer of its own is armed at `after`,
+  // the next expiry, while an earlier one (its futex's, or a lookahead
+  // armed at `bound` by the sleep before) is pending. See Lookahead in
+  // parker.cc for why.
+  // Returns whether one of them, still ours, is pending at `bound`.
+  bool Lookahead(int64_t bound, int64_t after);
+  // The keeper's futex sleep until an absolute CLOCK_MONOTONIC instant.
+  unsigned SleepFutexUntil(int64_t at_ns);
+  bool EnsureLookahead();
   unsigned SleepFutex(const Deadline& deadline, bool restartable);
   unsigned SleepFd(const Deadline& deadline, const sigset_t* mask, pollfd* kfds,
                    nfds_t nkfds);
@@ -220,7 +252,14 @@ class Parker {
   // released), hence relaxed.
   std::atomic<int> pkep_{-1};
   std::atomic<int> efd_{-1};
-  ListNode registry_node_;  // in ParkerRegistry, for fork()
+  // The lookahead's two kernel timerfds (-1: none yet), registered in
+  // pkep_ with no events so that a MOD proves each is still ours before it
+  // is armed, and the instant each was last armed at (0: not armed). Used
+  // by the owner only (and by the fork child's handler, which closes them).
+  int ltfd_[2] = {-1, -1};
+  int64_t larmed_[2] = {0, 0};
+  bool lookahead_off_ = false;  // could not be made: keep without it
+  ListNode registry_node_;      // in ParkerRegistry, for fork()
 };
 
 }  // namespace uepoll::impl

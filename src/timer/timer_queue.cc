@@ -21,8 +21,9 @@ TimerQueue& TimerQueue::Get() {
 
 namespace {
 
-int64_t CoverHook(int64_t deadline_ns, bool can_keep, bool* keeper) {
-  return TimerQueue::Get().Cover(deadline_ns, can_keep, keeper);
+int64_t CoverHook(int64_t deadline_ns, bool can_keep, bool* keeper,
+                  int64_t* after) {
+  return TimerQueue::Get().Cover(deadline_ns, can_keep, keeper, after);
 }
 void ResignHook() { TimerQueue::Get().Resign(); }
 void RunDueHook() { TimerQueue::Get().RunDue(); }
@@ -231,9 +232,11 @@ bool TimerQueue::KickLocked(int64_t at) {
   return true;
 }
 
-int64_t TimerQueue::Cover(int64_t deadline_ns, bool can_keep, bool* keeper) {
+int64_t TimerQueue::Cover(int64_t deadline_ns, bool can_keep, bool* keeper,
+                          int64_t* after) {
   bool kick = false;
   int64_t bound = kNsMax;
+  *after = kNsMax;
   {
     MutexLock l(mu_);
     int64_t d = earliest_;
@@ -245,6 +248,7 @@ int64_t TimerQueue::Cover(int64_t deadline_ns, bool can_keep, bool* keeper) {
       keeper_stalled_ = false;  // it is back, or a new one
       *keeper = true;
       bound = d;
+      *after = NextAfterLocked(d);
     } else {
       if (*keeper) {  // exact_ came, or nothing is armed any more
         keeper_ = false;
@@ -431,6 +435,20 @@ void TimerQueue::PublishLocked() {
   // which must keep asking Cover (LapsedLocked). Never due (RunDueTimers).
   int64_t due = earliest == kNsMax && LapsedLocked() ? kNsMax - 1 : earliest;
   if (Parker::TimerDue() != due) Parker::PublishTimerDue(due);
+}
+
+int64_t TimerQueue::NextAfterLocked(int64_t at) {
+  // The second-earliest entry of a min-heap is one of the root's children;
+  // an entry at the same instant as `at` is no lookahead (the kernel timer
+  // for `at` serves both), so it is skipped, and deeper ones not searched.
+  Heap& h = heaps_[static_cast<int>(TimerBase::kMonotonic)];
+  int64_t best = kNsMax;
+  uint32_t last = h.size < kArity + 1 ? h.size : kArity + 1;
+  for (uint32_t i = 0; i < last; ++i) {
+    int64_t e = h.at(i).expires;
+    if (e > at && e < best) best = e;
+  }
+  return best;
 }
 
 void TimerQueue::Run() {

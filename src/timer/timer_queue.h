@@ -122,7 +122,8 @@ class TimerQueue {
   // on a timer still sleeps (or a kernel loop may watch, RequireExact), the
   // timer thread takes over. RunDue: pops and fires what is due, on the
   // calling thread, which must hold no lock.
-  int64_t Cover(int64_t deadline_ns, bool can_keep, bool* keeper) EXCLUDES(mu_);
+  int64_t Cover(int64_t deadline_ns, bool can_keep, bool* keeper,
+                int64_t* after) EXCLUDES(mu_);
   void Resign() EXCLUDES(mu_);
   void RunDue() EXCLUDES(mu_, fire_mu_);
   // A kernel loop may now watch uepoll readiness (a watchable instance):
@@ -184,6 +185,10 @@ class TimerQueue {
   // Recomputes earliest_ (as a CLOCK_MONOTONIC instant) and publishes it to
   // parking threads (Parker::PublishTimerDue).
   void PublishLocked() REQUIRES(mu_);
+  // The earliest expiry of the monotonic heap later than `at` (kNsMax:
+  // none found among the root and its children): where a keeper arms its
+  // kernel lookahead (base/parker.h, "Timers").
+  int64_t NextAfterLocked(int64_t at) REQUIRES(mu_);
   // Whether a keeper is parked (or running what is due), wakes by `at`,
   // and was not found held up past its bound.
   bool CoveredLocked(int64_t at) REQUIRES(mu_) {

@@ -10,11 +10,14 @@
 // (TimerQueue::thread_dormant), then checks the expiry arrives within a
 // long bound: a lost expiry is a failure, never a slow pass.
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -28,6 +31,7 @@
 
 #include <uepoll/uepoll.h>
 
+#include "base/parker.h"
 #include "threads/waiter.h"
 #include "timer/timer_queue.h"
 #include "timerfd/timerfd_test.h"
@@ -35,6 +39,7 @@
 namespace uepoll_test {
 namespace {
 
+using uepoll::impl::Parker;
 using uepoll::impl::TimerQueue;
 
 std::vector<pid_t> ThreadsNamedForTest(const std::string& name) {
@@ -343,6 +348,137 @@ TEST(TimerKeeper, KeeperGivesTheThreadItsTimerSlackBack) {
   prctl(PR_SET_TIMERSLACK, 0UL, 0, 0, 0);  // the default again
   uepoll_close(ep);
   uepoll_close(t);
+  ExpectNoUepollLeaks();
+}
+
+// The keeper's lookahead (base/parker.h, "The lookahead"): before sleeping
+// until an expiry, a keeper arms a kernel timerfd of its own at the expiry
+// after it, so that its next sleep's timeout is never the earliest timer of
+// the CPU (the one whose arming costs a VM exit).
+struct Lookahead {
+  int t1 = UTimer(), t2 = UTimer();
+  int ep = UEpollWith(t1, 1);
+  int64_t at1 = 0, at2 = 0;
+
+  // Waits, as the keeper, for t1's expiry with t2's armed after it.
+  void KeepUntilFirst(int64_t first_ns, int64_t second_ns) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = 2;
+    uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, t2, &ev);  // EEXIST the second time
+    int64_t now = ClockNs(CLOCK_MONOTONIC);
+    at1 = now + first_ns;
+    at2 = now + second_ns;
+    itimerspec v1 = Spec(at1), v2 = Spec(at2);
+    ASSERT_EQ(uepoll_timerfd_settime(t1, TFD_TIMER_ABSTIME, &v1, nullptr), 0);
+    ASSERT_EQ(uepoll_timerfd_settime(t2, TFD_TIMER_ABSTIME, &v2, nullptr), 0);
+    ASSERT_EQ(uepoll_epoll_wait(ep, &ev, 1, kExpiryWaitMs), 1);
+    EXPECT_EQ(ev.data.u64, 1u);
+    uint64_t ticks;
+    ASSERT_EQ(uepoll_read(t1, &ticks, 8), 8);
+  }
+  // The lookahead slot armed at `at`, or -1.
+  static int SlotAt(int64_t at) {
+    Parker& p = Parker::Current();
+    for (int i = 0; i < 2; ++i) {
+      if (p.DebugLookaheadAt(i) == at) return i;
+    }
+    return -1;
+  }
+  void Close() {
+    if (ep < 0) return;
+    uepoll_close(ep);
+    uepoll_close(t1);
+    uepoll_close(t2);
+    ep = -1;
+  }
+  ~Lookahead() { Close(); }
+};
+
+int64_t KernelTimerRemainingNs(int fd) {
+  itimerspec cur{};
+  EXPECT_EQ(timerfd_gettime(fd, &cur), 0) << "fd " << fd;
+  return int64_t(cur.it_value.tv_sec) * 1000000000 + cur.it_value.tv_nsec;
+}
+
+TEST(TimerKeeper, KeeperArmsAKernelTimerAtTheNextExpiry) {
+  Lookahead l;
+  l.KeepUntilFirst(30 * kMs, 60 * 1000 * kMs);
+  int slot = Lookahead::SlotAt(l.at2);
+  ASSERT_GE(slot, 0) << "no lookahead at the second expiry";
+  // The kernel's own timerfd, armed at that instant.
+  int fd = Parker::Current().DebugLookaheadFd(slot);
+  ASSERT_GE(fd, 0);
+  int64_t left = KernelTimerRemainingNs(fd);
+  int64_t when = ClockNs(CLOCK_MONOTONIC) + left;
+  EXPECT_GT(left, 0);
+  EXPECT_NEAR(double(when), double(l.at2), double(1000 * kMs));
+  l.Close();
+  ExpectNoUepollLeaks();
+}
+
+// Numbers the application closed and reused are never armed: both
+// lookahead timerfds replaced by timerfds of the application stay as the
+// application left them, and the expiry still comes.
+TEST(TimerKeeper, KeeperNeverArmsALookaheadNumberItNoLongerOwns) {
+  Lookahead l;
+  l.KeepUntilFirst(30 * kMs, 60 * 1000 * kMs);
+  Parker& p = Parker::Current();
+  int fds[2] = {p.DebugLookaheadFd(0), p.DebugLookaheadFd(1)};
+  int pkep = p.DebugEpollFd(), efd = p.DebugEventFd();
+  ASSERT_GE(fds[0], 0);
+  ASSERT_GE(fds[1], 0);
+  for (int fd : fds) {
+    ASSERT_EQ(close(fd), 0);
+    int mine = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    ASSERT_GE(mine, 0);
+    ASSERT_EQ(dup2(mine, fd), fd);
+    ASSERT_EQ(close(mine), 0);
+  }
+  // A second expiry pair at instants the lookahead never held.
+  l.KeepUntilFirst(30 * kMs, 90 * 1000 * kMs);
+  for (int fd : fds) {
+    EXPECT_EQ(KernelTimerRemainingNs(fd), 0)
+        << "the application's timerfd " << fd << " was armed";
+    EXPECT_NE(p.DebugLookaheadFd(0), fd);
+    EXPECT_NE(p.DebugLookaheadFd(1), fd);
+    close(fd);
+  }
+  // The abandoned descriptors are the thread's no longer; the test closes
+  // them.
+  if (pkep >= 0 && pkep != p.DebugEpollFd()) close(pkep);
+  if (efd >= 0 && efd != p.DebugEventFd()) close(efd);
+  l.Close();
+  ExpectNoUepollLeaks();
+}
+
+// A fork child holds none of the parent's lookahead descriptors (the
+// atfork handler closes them), so none of its numbers is taken.
+TEST(TimerKeeper, ForkChildClosesTheKeepersLookahead) {
+  Lookahead l;
+  l.KeepUntilFirst(30 * kMs, 60 * 1000 * kMs);
+  Parker& p = Parker::Current();
+  int fds[2] = {p.DebugLookaheadFd(0), p.DebugLookaheadFd(1)};
+  ASSERT_GE(fds[0], 0);
+  ASSERT_GE(fds[1], 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int bad = 0;
+    for (int fd : fds) {
+      if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) bad = 1;
+      if (p.DebugLookaheadFd(0) != -1 || p.DebugLookaheadFd(1) != -1) bad = 2;
+    }
+    _exit(bad);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: a descriptor open, 2: not forgotten";
+  // The parent's are untouched.
+  EXPECT_GE(fcntl(fds[0], F_GETFD), 0);
+  EXPECT_GE(fcntl(fds[1], F_GETFD), 0);
+  l.Close();
   ExpectNoUepollLeaks();
 }
 
