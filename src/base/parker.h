@@ -247,9 +247,10 @@ class Parker {
   // before waking us (acq_rel on both sides).
   std::atomic<int> state_{kEmpty};
   // Descriptors of the descriptor sleep, or -1. Written by the owner only
-  // while not parked; read by a waker that saw kParkedFd, after its
-  // acq_rel exchange of state_ (which the owner's parking exchange
-  // released), hence relaxed.
+  // while not parked in a descriptor sleep (a keeper's lookahead makes them
+  // while parked on the futex, where no waker reads them); read by a waker
+  // that saw kParkedFd, after its acq_rel exchange of state_ (which the
+  // owner's parking exchange released), hence relaxed.
   std::atomic<int> pkep_{-1};
   std::atomic<int> efd_{-1};
   // The lookahead's two kernel timerfds (-1: none yet), registered in
