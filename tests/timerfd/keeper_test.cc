@@ -377,6 +377,14 @@ struct Lookahead {
     uint64_t ticks;
     ASSERT_EQ(uepoll_read(t1, &ticks, 8), 8);
   }
+  // Keeps once, and gives the thread's two lookahead descriptors.
+  void KeepAndTake(int fds[2]) {
+    KeepUntilFirst(30 * kMs, 60 * 1000 * kMs);
+    for (int i = 0; i < 2; ++i) {
+      fds[i] = Parker::Current().DebugLookaheadFd(i);
+      ASSERT_GE(fds[i], 0) << "no lookahead descriptor " << i;
+    }
+  }
   // The lookahead slot armed at `at`, or -1.
   static int SlotAt(int64_t at) {
     Parker& p = Parker::Current();
@@ -422,12 +430,10 @@ TEST(TimerKeeper, KeeperArmsAKernelTimerAtTheNextExpiry) {
 // application left them, and the expiry still comes.
 TEST(TimerKeeper, KeeperNeverArmsALookaheadNumberItNoLongerOwns) {
   Lookahead l;
-  l.KeepUntilFirst(30 * kMs, 60 * 1000 * kMs);
+  int fds[2];
+  ASSERT_NO_FATAL_FAILURE(l.KeepAndTake(fds));
   Parker& p = Parker::Current();
-  int fds[2] = {p.DebugLookaheadFd(0), p.DebugLookaheadFd(1)};
   int pkep = p.DebugEpollFd(), efd = p.DebugEventFd();
-  ASSERT_GE(fds[0], 0);
-  ASSERT_GE(fds[1], 0);
   for (int fd : fds) {
     ASSERT_EQ(close(fd), 0);
     int mine = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
@@ -456,11 +462,9 @@ TEST(TimerKeeper, KeeperNeverArmsALookaheadNumberItNoLongerOwns) {
 // atfork handler closes them), so none of its numbers is taken.
 TEST(TimerKeeper, ForkChildClosesTheKeepersLookahead) {
   Lookahead l;
-  l.KeepUntilFirst(30 * kMs, 60 * 1000 * kMs);
+  int fds[2];
+  ASSERT_NO_FATAL_FAILURE(l.KeepAndTake(fds));
   Parker& p = Parker::Current();
-  int fds[2] = {p.DebugLookaheadFd(0), p.DebugLookaheadFd(1)};
-  ASSERT_GE(fds[0], 0);
-  ASSERT_GE(fds[1], 0);
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
