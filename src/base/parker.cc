@@ -211,15 +211,9 @@ bool Parker::EnsureLookahead() {
 }
 
 bool Parker::Lookahead(int64_t bound, int64_t after) {
+  // Not checked: a timerfd at `bound` that is no longer ours only means the
+  // futex's own timer programs the device (the slack is kept either way).
   int pending = larmed_[0] == bound ? 0 : larmed_[1] == bound ? 1 : -1;
-  // The one armed at `bound` must still be ours to be relied on.
-  if (pending >= 0 &&
-      !ModWake(pkep_.load(std::memory_order_relaxed), ltfd_[pending], 0)) {
-    ltfd_[0] = ltfd_[1] = -1;
-    larmed_[0] = larmed_[1] = 0;
-    AbandonFds();
-    return false;
-  }
   if (after == INT64_MAX || after <= bound) return pending >= 0;
   if (larmed_[0] == after || larmed_[1] == after) return pending >= 0;
   if (!EnsureLookahead()) return false;
@@ -234,12 +228,10 @@ bool Parker::Lookahead(int64_t bound, int64_t after) {
     slot = larmed_[0] <= larmed_[1] ? 0 : 1;
   }
   // The MOD proves the number still holds our timerfd inside our epoll
-  // (parker.h): a number the application closed and reused is never armed.
+  // (parker.h): a number the application closed and reused is not armed
+  // (but one it reuses between the MOD and the arming is: D19).
   if (!ModWake(pkep_.load(std::memory_order_relaxed), ltfd_[slot], 0)) {
-    // Not ours any more: forget them all, never close (as AbandonFds).
-    ltfd_[0] = ltfd_[1] = -1;
-    larmed_[0] = larmed_[1] = 0;
-    AbandonFds();
+    AbandonFds();  // not ours any more: forget them all, never close
     return false;
   }
   itimerspec v{};
@@ -296,6 +288,10 @@ bool Parker::EnsureFds() {
 void Parker::AbandonFds() {
   pkep_.store(-1, std::memory_order_relaxed);
   efd_.store(-1, std::memory_order_relaxed);
+  // The lookahead's timerfds are registered in that epoll: they go with it
+  // (a new epoll would never prove them ours).
+  ltfd_[0] = ltfd_[1] = -1;
+  larmed_[0] = larmed_[1] = 0;
 }
 
 unsigned Parker::SleepFutex(const Deadline& deadline, bool restartable) {

@@ -217,14 +217,16 @@ class Parker {
   // descriptors may have been freed since). false: they could not be made
   // (out of kernel descriptors): the sleep degrades (semantics.md D7).
   bool EnsureFds();
-  // Forgets the descriptors without closing them (they are not ours now).
+  // Forgets the descriptors without closing them (they are not ours now),
+  // the lookahead's with them.
   void AbandonFds();
   // The keeper's kernel lookahead ("Timers" above): a keeper about to sleep
   // until `bound` makes sure a kernel timer of its own is armed at `after`,
   // the next expiry, while an earlier one (its futex's, or a lookahead
   // armed at `bound` by the sleep before) is pending. See Lookahead in
   // parker.cc for why.
-  // Returns whether one of them, still ours, is pending at `bound`.
+  // Returns whether one of them was armed at `bound` (and so, unless the
+  // application closed it, is pending there).
   bool Lookahead(int64_t bound, int64_t after);
   // The keeper's futex sleep until an absolute CLOCK_MONOTONIC instant.
   unsigned SleepFutexUntil(int64_t at_ns);
