@@ -33,6 +33,7 @@
 #include <uepoll/uepoll.h>
 
 #include "base/parker.h"
+#include "sources/source_test.h"
 #include "threads/waiter.h"
 #include "timer/timer_queue.h"
 #include "timerfd/timerfd_test.h"
@@ -493,6 +494,10 @@ TEST(TimerKeeper, KeeperNeverArmsALookaheadNumberItNoLongerOwns) {
 // A fork child holds none of the parent's lookahead descriptors (the
 // atfork handler closes them), so none of its numbers is taken.
 TEST(TimerKeeper, ForkChildClosesTheKeepersLookahead) {
+  if (kTsan) {
+    GTEST_SKIP() << "ThreadSanitizer does not support fork() in a threaded "
+                    "process whose child starts a thread";
+  }
   Lookahead l;
   int fds[2];
   ASSERT_NO_FATAL_FAILURE(l.KeepAndTake(fds));
