@@ -219,14 +219,7 @@ bool Parker::Lookahead(int64_t bound, int64_t after) {
   if (!EnsureLookahead()) return false;
   // Keep the one pending at `bound` (armed by the sleep before); of two
   // others, rearm the older.
-  int slot;
-  if (larmed_[0] == bound) {
-    slot = 1;
-  } else if (larmed_[1] == bound) {
-    slot = 0;
-  } else {
-    slot = larmed_[0] <= larmed_[1] ? 0 : 1;
-  }
+  int slot = pending >= 0 ? 1 - pending : (larmed_[0] <= larmed_[1] ? 0 : 1);
   // The MOD proves the number still holds our timerfd inside our epoll
   // (parker.h): a number the application closed and reused is not armed
   // (but one it reuses between the MOD and the arming is: D19).

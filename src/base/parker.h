@@ -223,10 +223,9 @@ class Parker {
   // The keeper's kernel lookahead ("Timers" above): a keeper about to sleep
   // until `bound` makes sure a kernel timer of its own is armed at `after`,
   // the next expiry, while an earlier one (its futex's, or a lookahead
-  // armed at `bound` by the sleep before) is pending. See Lookahead in
-  // parker.cc for why.
-  // Returns whether one of them was armed at `bound` (and so, unless the
-  // application closed it, is pending there).
+  // armed at `bound` by the sleep before) is pending ("The lookahead"
+  // above says why). Returns whether one of them was armed at `bound` (and so,
+  // unless the application closed it, is pending there).
   bool Lookahead(int64_t bound, int64_t after);
   // The keeper's futex sleep until an absolute CLOCK_MONOTONIC instant.
   unsigned SleepFutexUntil(int64_t at_ns);
