@@ -194,7 +194,9 @@ bool Parker::EnsureLookahead() {
   for (int i = 0; i < 2; ++i) {
     made[i] = MovePrivateFd(
         sys::TimerfdCreate(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-    epoll_event ev{};  // no events: never reported, only pending
+    epoll_event ev{};
+    ev.events = kLookaheadEvents;
+    ev.data.u64 = kLookaheadTag;
     if (made[i] < 0 || sys::EpollCtl(ep, EPOLL_CTL_ADD, made[i], &ev) != 0) {
       for (int k = 0; k <= i; ++k) {
         if (made[k] >= 0) sys::Close(made[k]);
@@ -210,34 +212,109 @@ bool Parker::EnsureLookahead() {
   return true;
 }
 
-bool Parker::Lookahead(int64_t bound, int64_t after) {
-  // Not checked: a timerfd at `bound` that is no longer ours only means the
-  // futex's own timer programs the device (the slack is kept either way).
-  int pending = larmed_[0] == bound ? 0 : larmed_[1] == bound ? 1 : -1;
-  if (after == INT64_MAX || after <= bound) return pending >= 0;
-  if (larmed_[0] == after || larmed_[1] == after) return pending >= 0;
-  if (!EnsureLookahead()) return false;
-  // Keep the one pending at `bound` (armed by the sleep before); of two
-  // others, rearm the older.
-  int slot = pending >= 0 ? 1 - pending : (larmed_[0] <= larmed_[1] ? 0 : 1);
+bool Parker::ArmLookahead(int slot, int64_t at) {
   // The MOD proves the number still holds our timerfd inside our epoll
   // (parker.h): a number the application closed and reused is not armed
   // (but one it reuses between the MOD and the arming is: D19).
-  if (!ModWake(pkep_.load(std::memory_order_relaxed), ltfd_[slot], 0)) {
+  if (!ModLookahead(slot)) {
     AbandonFds();  // not ours any more: forget them all, never close
     return false;
   }
   itimerspec v{};
-  v.it_value.tv_sec = static_cast<time_t>(after / 1000000000);
-  v.it_value.tv_nsec = static_cast<long>(after % 1000000000);
+  v.it_value.tv_sec = static_cast<time_t>(at / 1000000000);
+  v.it_value.tv_nsec = static_cast<long>(at % 1000000000);
   larmed_[slot] = 0;
-  if (sys::TimerfdSettime(ltfd_[slot], TFD_TIMER_ABSTIME, &v, nullptr) == 0) {
-    larmed_[slot] = after;
+  if (sys::TimerfdSettime(ltfd_[slot], TFD_TIMER_ABSTIME, &v, nullptr) != 0) {
+    return false;
   }
-  return pending >= 0;
+  larmed_[slot] = at;
+  return true;
+}
+
+bool Parker::ModLookahead(int slot) {
+  epoll_event ev{};
+  ev.events = kLookaheadEvents;
+  ev.data.u64 = kLookaheadTag;
+  return sys::EpollCtl(pkep_.load(std::memory_order_relaxed), EPOLL_CTL_MOD,
+                       ltfd_[slot], &ev) == 0;
+}
+
+Parker::LookaheadAt Parker::Lookahead(int64_t bound, int64_t after, bool rest) {
+  int pending = larmed_[0] == bound ? 0 : larmed_[1] == bound ? 1 : -1;
+  bool has_after = after != INT64_MAX && after > bound;
+  bool after_armed = has_after && (larmed_[0] == after || larmed_[1] == after);
+  if (has_after && !after_armed && EnsureLookahead()) {
+    // Keep the one pending at `bound` (armed by the sleep before); of two
+    // others, rearm the older.
+    int slot = pending >= 0 ? 1 - pending : (larmed_[0] <= larmed_[1] ? 0 : 1);
+    after_armed = ArmLookahead(slot, after);
+    if (ltfd_[0] < 0) return kNothingAtBound;  // abandoned, `pending` too
+  }
+  if (pending < 0) return kNothingAtBound;
+  // Not checked for a futex sleep: a timerfd at `bound` that is no longer
+  // ours only means the futex's own timer programs the device.
+  if (!rest || !after_armed) return kPendingAtBound;
+  // The sleep will rest on it: it must be ours, or nothing would end the
+  // sleep at `bound`.
+  if (!ModLookahead(pending)) {
+    AbandonFds();
+    return kNothingAtBound;
+  }
+  return kOursAtBound;
+}
+
+unsigned Parker::SleepOnLookahead(int64_t bound_ns, int64_t backstop_ns) {
+  ++sleeps_;
+  int ep = pkep_.load(std::memory_order_relaxed);
+  int ef = efd_.load(std::memory_order_relaxed);
+  // Wakers arm efd_ from here on (seq_cst, as the parking exchange: a
+  // waker either sees this state or left a token that fails it).
+  int expected = kParkedFutex;
+  if (!state_.compare_exchange_strong(expected, kParkedFd,
+                                      std::memory_order_seq_cst)) {
+    return 0;  // a token: the loop takes it
+  }
+  unsigned r = 0;
+  // A waker armed efd_ since its last disarm (or may have): disarm it, or
+  // pkep_ would report it at once.
+  if (efd_armed_.exchange(false, std::memory_order_relaxed) &&
+      !ModWake(ep, ef, 0)) {
+    r = kLost;
+  } else {
+    // At most an hour (the loop sleeps again): a far backstop fits an int.
+    int64_t left = Deadline::At(backstop_ns).RemainingNs();
+    if (left > kFutexChunkNs) left = kFutexChunkNs;
+    int ms = left > 0 ? static_cast<int>((left + 999999) / 1000000) : 0;
+    epoll_event evs[3];
+    // epoll_wait is one of libc's cancellation points; a handled signal
+    // ends it with EINTR whatever SA_RESTART says, as Park's rule wants.
+    int n = sys::EpollPwait(ep, evs, 3, ms, nullptr);
+    if (n < 0) {
+      r = errno == EINTR ? kInterrupted : kLost;
+    } else {
+      for (int i = 0; i < n; ++i) {
+        if (evs[i].data.u64 != kLookaheadTag) {
+          efd_armed_.store(true, std::memory_order_relaxed);
+        }
+      }
+      if (Deadline::At(bound_ns).Expired()) r = kTimedOut;
+    }
+  }
+  // Back to the futex's state; fails only for a token, which the loop takes.
+  expected = kParkedFd;
+  state_.compare_exchange_strong(expected, kParkedFutex,
+                                 std::memory_order_seq_cst);
+  if (r & kLost) {
+    // Not ours any more (closed and reused, or an epoll that fails): forget
+    // them, never close; the loop sleeps on the futex from here.
+    AbandonFds();
+    r = 0;
+  }
+  return r;
 }
 
 unsigned Parker::SleepFutexUntil(int64_t at_ns) {
+  ++sleeps_;
   timespec ts{static_cast<time_t>(at_ns / 1000000000),
               static_cast<long>(at_ns % 1000000000)};
   long r = CancellableSyscall(
@@ -288,6 +365,7 @@ void Parker::AbandonFds() {
 }
 
 unsigned Parker::SleepFutex(const Deadline& deadline, bool restartable) {
+  ++sleeps_;
   timespec ts;
   const timespec* rel = nullptr;
   if (!restartable) {
@@ -316,8 +394,10 @@ unsigned Parker::SleepFutex(const Deadline& deadline, bool restartable) {
 
 unsigned Parker::SleepFd(const Deadline& deadline, const sigset_t* mask,
                          pollfd* kfds, nfds_t nkfds) {
+  ++sleeps_;
   int ep = pkep_.load(std::memory_order_relaxed);
   // Disarm, which also proves the numbers are still ours.
+  efd_armed_.store(false, std::memory_order_relaxed);
   if (!ModWake(ep, efd_.load(std::memory_order_relaxed), 0)) return kRetry;
   // A waker that armed before the disarm left its token in state_.
   if (state_.load(std::memory_order_acquire) == kNotified) return 0;
@@ -336,6 +416,13 @@ unsigned Parker::SleepFd(const Deadline& deadline, const sigset_t* mask,
     unsigned res = 0;
     for (nfds_t i = 1; i < n; ++i) {
       if (fds[i].revents) res |= kKernelReady;
+    }
+    if (!res && state_.load(std::memory_order_acquire) != kNotified) {
+      // No token: a lookahead timerfd fired (one armed at an instant no
+      // longer an expiry). Its edge stays queued in pkep_, which ppoll
+      // would report forever: take it.
+      epoll_event evs[3];
+      sys::EpollPwait(ep, evs, 3, 0, nullptr);
     }
     return res;  // 0: only ours is ready, the loop checks the token
   }
@@ -427,15 +514,29 @@ Parker::Result Parker::ParkLoop(int parked_state, const Deadline& deadline,
       r = kTimedOut;
     } else {
       // Only a keeper is bounded (cover), and only a futex sleep keeps.
-      bool pending = unparked.keeper && Lookahead(bound.at_ns(), after);
-      // The slack stays: the pending timer may be on another CPU's queue
-      // (the thread moved since it armed it), where its interrupt does not
-      // end our futex's timer.
-      KeeperSlack slack;
-      // Pending at the bound: the futex's timer, at that very instant (not
-      // a relative timeout, which the kernel adds to a later "now"), goes
-      // behind it and programs nothing.
-      r = pending ? SleepFutexUntil(bound.at_ns()) : sleep_once(bound);
+      // The backstop ends a sleep on the lookahead if the application
+      // closes its timerfd meanwhile; behind the timerfd at `after`, it is
+      // never the CPU's earliest timer either.
+      int64_t backstop =
+          after < INT64_MAX - kBackstopNs ? after + kBackstopNs : INT64_MAX;
+      LookaheadAt la = unparked.keeper ? Lookahead(bound.at_ns(), after,
+                                                   deadline.at_ns() > backstop)
+                                       : kNothingAtBound;
+      if (la == kOursAtBound) {
+        // The timerfd ends the sleep at the bound, with no slack and from
+        // its own interrupt, on whichever CPU the thread now runs.
+        r = SleepOnLookahead(bound.at_ns(), backstop);
+      } else {
+        // The slack stays: the pending timer may be on another CPU's queue
+        // (the thread moved since it armed it), where its interrupt does
+        // not end our futex's timer.
+        KeeperSlack slack;
+        // Pending at the bound: the futex's timer, at that very instant
+        // (not a relative timeout, which the kernel adds to a later
+        // "now"), goes behind it and programs nothing.
+        r = la == kPendingAtBound ? SleepFutexUntil(bound.at_ns())
+                                  : sleep_once(bound);
+      }
     }
     if (bounded && (r & kTimedOut)) {
       // Our bound (the caller's deadline may have come too): run what is
@@ -538,6 +639,8 @@ void Parker::Unpark() {
     FutexWake(&state_);
   } else if (prev == kParkedFd) {
     int saved_errno = errno;
+    // Before the MOD: the sleeper disarms what this flag says may be armed.
+    efd_armed_.store(true, std::memory_order_relaxed);
     // Fails only if the application closed or replaced our descriptors
     // while this thread sleeps (semantics.md D7): nothing of theirs is
     // touched, and the sleeper ends at its deadline or a signal.

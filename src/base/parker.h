@@ -69,8 +69,9 @@
 // sleep. Only a plain futex sleep keeps: a restartable one (ParkIo) with a
 // timeout would no longer be restarted after a handler (read()'s signal
 // rule), and a descriptor sleep's ppoll has a slack of 0.1% of its timeout
-// whatever the thread's. A keeper's sleep runs with a timer slack of 1 ns
-// (the thread's own is restored after it), as a kernel timerfd has none.
+// whatever the thread's. A keeper's futex sleep runs with a timer slack of
+// 1 ns (the thread's own is restored after it), as a kernel timerfd has
+// none; one that rests on its lookahead (below) needs none.
 //
 // The lookahead. The kernel programs the CPU's timer device when a timer
 // it arms is earlier than every timer pending on that CPU; armed from a
@@ -83,10 +84,19 @@
 // keeper arms one of two kernel timerfds of its own at the expiry after
 // its bound, which is not the earliest then; by the next sleep that
 // timerfd is pending at the new bound, and the futex timeout, armed at the
-// same instant or a little later, is not the earliest either. The
-// timerfds are never read or watched: they exist only to be pending, and
-// one left armed at a stale instant fires once to no one. Descriptors
-// that cannot be made only turn the lookahead off for the thread.
+// same instant or a little later, is not the earliest either. Better
+// still, when the expiry after the bound is armed too and proven ours, the
+// keeper *rests* on the lookahead (SleepOnLookahead): it sleeps in pkep_,
+// where both timerfds are registered edge-triggered, with no timer of its
+// own but a backstop behind the next one; the timerfd's own interrupt ends
+// the sleep at the bound, with no slack (so no prctl) and on whichever CPU
+// the thread now runs. For that sleep the thread is kParkedFd, so a waker
+// arms efd_; the sleeper disarms efd_ only when a waker may have armed it
+// (efd_armed_). The timerfds are never read: one left armed at a stale
+// instant fires once, and its edge is taken by whichever sleep in pkep_
+// sees it (SleepFd harvests it, or ppoll would report pkep_ forever).
+// Descriptors that cannot be made only turn the lookahead off for the
+// thread.
 //
 // Lifetime: a Parker is thread_local. Wakers only call Unpark while holding
 // the lock of the queue the owner's wait entry is on; the owner removes its
@@ -97,6 +107,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/epoll.h>
 
 #include <atomic>
 #include <cstdint>
@@ -194,6 +205,12 @@ class Parker {
   // the instant it was last armed at (-1 and 0 when none).
   int DebugLookaheadFd(int i) const { return ltfd_[i]; }
   int64_t DebugLookaheadAt(int i) const { return larmed_[i]; }
+  // For tests, on the owner: how many sleeps it has made in the kernel.
+  uint64_t DebugSleeps() const { return sleeps_; }
+  // For tests, from any thread: whether the owner sleeps in pkep_ now.
+  bool DebugParkedFd() const {
+    return state_.load(std::memory_order_relaxed) == kParkedFd;
+  }
 
   Parker();
   ~Parker();
@@ -210,8 +227,18 @@ class Parker {
   static constexpr int kParkedExternal = -3;
 
   // What one sleep of the loop reported; kRetry: the descriptors were
-  // found not to be ours, make new ones and start again.
+  // found not to be ours, make new ones and start again. kLost: the same,
+  // found by a keeper's sleep on its lookahead (SleepOnLookahead handles
+  // it itself).
   static constexpr unsigned kRetry = 0x100;
+  static constexpr unsigned kLost = 0x200;
+
+  // The lookahead's timerfds in pkep_: edge-triggered, so that each expiry
+  // is reported once (they are never read), and told from efd_ (data 0).
+  static constexpr uint32_t kLookaheadEvents = EPOLLIN | EPOLLET;
+  static constexpr uint64_t kLookaheadTag = 1;
+  // How long after the next expiry a sleep on the lookahead ends anyway.
+  static constexpr int64_t kBackstopNs = 1000000;  // 1 ms
 
   // Makes the descriptors of a descriptor sleep (again after a failure:
   // descriptors may have been freed since). false: they could not be made
@@ -224,11 +251,22 @@ class Parker {
   // until `bound` makes sure a kernel timer of its own is armed at `after`,
   // the next expiry, while an earlier one (its futex's, or a lookahead
   // armed at `bound` by the sleep before) is pending ("The lookahead"
-  // above says why). Returns whether one of them was armed at `bound` (and so,
-  // unless the application closed it, is pending there).
-  bool Lookahead(int64_t bound, int64_t after);
+  // above says why). Says what is at `bound`: nothing of ours; a timerfd
+  // armed there (unless the application closed it); or, when `rest` asks
+  // and `after` is armed too, a timerfd proven ours just now, which the
+  // sleep can rest on (SleepOnLookahead).
+  enum LookaheadAt { kNothingAtBound, kPendingAtBound, kOursAtBound };
+  LookaheadAt Lookahead(int64_t bound, int64_t after, bool rest);
+  // Arms lookahead slot `slot` at the absolute instant `at`, once a MOD
+  // proved it ours (false: not armed; abandoned if not ours).
+  bool ArmLookahead(int slot, int64_t at);
+  bool ModLookahead(int slot);
   // The keeper's futex sleep until an absolute CLOCK_MONOTONIC instant.
   unsigned SleepFutexUntil(int64_t at_ns);
+  // The keeper's sleep in pkep_, ended by the lookahead's timerfd at
+  // bound_ns (kTimedOut), a waker's arming of efd_, a handled signal, or
+  // backstop_ns. The thread is kParkedFd for its length.
+  unsigned SleepOnLookahead(int64_t bound_ns, int64_t backstop_ns);
   bool EnsureLookahead();
   unsigned SleepFutex(const Deadline& deadline, bool restartable);
   unsigned SleepFd(const Deadline& deadline, const sigset_t* mask, pollfd* kfds,
@@ -254,13 +292,22 @@ class Parker {
   // owner's parking exchange released), hence relaxed.
   std::atomic<int> pkep_{-1};
   std::atomic<int> efd_{-1};
+  // Whether a waker may have armed efd_ since the owner last disarmed it:
+  // set by Unpark before its MOD (and by the owner when pkep_ reported
+  // efd_), cleared by the owner as it disarms. A sleep on the lookahead
+  // disarms only then, so a keeper that no other thread wakes pays no MOD
+  // for efd_. Relaxed: a stale false costs one early return of that
+  // sleep, which then sets it.
+  std::atomic<bool> efd_armed_{false};
   // The lookahead's two kernel timerfds (-1: none yet), registered in
-  // pkep_ with no events so that a MOD proves each is still ours before it
-  // is armed, and the instant each was last armed at (0: not armed). Used
-  // by the owner only (and by the fork child's handler, which closes them).
+  // pkep_ (kLookaheadEvents) so that a MOD proves each is still ours before
+  // it is armed or slept on, and the instant each was last armed at (0:
+  // not armed). Used by the owner only (and by the fork child's handler,
+  // which closes them).
   int ltfd_[2] = {-1, -1};
   int64_t larmed_[2] = {0, 0};
   bool lookahead_off_ = false;  // could not be made: keep without it
+  uint64_t sleeps_ = 0;         // sleeps in the kernel, for tests
   ListNode registry_node_;      // in ParkerRegistry, for fork()
 };
 

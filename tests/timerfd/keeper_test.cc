@@ -456,6 +456,125 @@ TEST(TimerKeeper, KeeperSleepsUntilTheInstantItsLookaheadHolds) {
   ExpectNoUepollLeaks();
 }
 
+// The sleep on the lookahead (base/parker.h, "The lookahead"): with a
+// timerfd of its own pending at its bound and the next expiry armed, a
+// keeper sleeps in its kernel epoll, which that timerfd ends at the
+// expiry. Another thread's wakeup reaches it there (it arms the eventfd),
+// and the sleep after disarms that eventfd instead of returning at once.
+TEST(TimerKeeper, KeeperRestingOnItsLookaheadIsWokenByAnotherThread) {
+  Lookahead l;
+  l.KeepUntilFirst(30 * kMs, 1000 * kMs);
+  ASSERT_GE(Lookahead::SlotAt(l.at2), 0) << "no lookahead at the second expiry";
+  int t3 = UTimer();
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 3;
+  ASSERT_EQ(uepoll_epoll_ctl(l.ep, EPOLL_CTL_ADD, t3, &ev), 0);
+  UArm(t3, 3000 * kMs);  // before the wait's deadline: the keeper rests
+  int e = uepoll_eventfd(0, EFD_NONBLOCK);
+  ev.data.u64 = 9;
+  ASSERT_EQ(uepoll_epoll_ctl(l.ep, EPOLL_CTL_ADD, e, &ev), 0);
+  Parker& p = Parker::Current();
+  std::atomic<bool> saw_rest{false};
+  std::thread writer([&] {
+    saw_rest = Eventually([&] { return p.DebugParkedFd(); });
+    uint64_t one = 1;
+    EXPECT_EQ(uepoll_write(e, &one, 8), 8);
+  });
+  ASSERT_EQ(uepoll_epoll_wait(l.ep, &ev, 1, kExpiryWaitMs), 1);
+  int64_t woke = ClockNs(CLOCK_MONOTONIC);
+  writer.join();
+  EXPECT_TRUE(saw_rest) << "the keeper never slept on its lookahead";
+  EXPECT_EQ(ev.data.u64, 9u) << "woken by the expiry, not the write";
+  EXPECT_LT(woke, l.at2);
+  uint64_t v;
+  ASSERT_EQ(uepoll_read(e, &v, 8), 8);
+  // The expiry, from a sleep that disarmed what the writer armed.
+  uint64_t sleeps = p.DebugSleeps();
+  ASSERT_EQ(uepoll_epoll_wait(l.ep, &ev, 1, kExpiryWaitMs), 1);
+  EXPECT_EQ(ev.data.u64, 2u);
+  EXPECT_GE(ClockNs(CLOCK_MONOTONIC), l.at2);
+  EXPECT_LE(p.DebugSleeps() - sleeps, 3u) << "the keeper spun";
+  uepoll_close(e);
+  uepoll_close(t3);
+  l.Close();
+  ExpectNoUepollLeaks();
+}
+
+// A keeper never rests on a lookahead number the application closed: a
+// MOD proves the timerfd pending at the bound is its own first, or
+// nothing would end that sleep at the expiry (only the backstop, after the
+// next one).
+TEST(TimerKeeper, KeeperNeverRestsOnALookaheadNumberItNoLongerOwns) {
+  Lookahead l;
+  l.KeepUntilFirst(30 * kMs, 300 * kMs);
+  int slot = Lookahead::SlotAt(l.at2);
+  ASSERT_GE(slot, 0) << "no lookahead at the second expiry";
+  Parker& p = Parker::Current();
+  int fd = p.DebugLookaheadFd(slot);
+  int pkep = p.DebugEpollFd(), efd = p.DebugEventFd(),
+      other = p.DebugLookaheadFd(1 - slot);
+  // The next expiry is armed (so the other slot is armed there and the
+  // keeper would rest) before the one at the bound is replaced.
+  int t3 = UTimer();
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 3;
+  ASSERT_EQ(uepoll_epoll_ctl(l.ep, EPOLL_CTL_ADD, t3, &ev), 0);
+  int64_t at3 = ClockNs(CLOCK_MONOTONIC) + 3000 * kMs;
+  itimerspec v3 = Spec(at3);
+  ASSERT_EQ(uepoll_timerfd_settime(t3, TFD_TIMER_ABSTIME, &v3, nullptr), 0);
+  ASSERT_EQ(close(fd), 0);
+  int mine = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+  ASSERT_GE(mine, 0);
+  if (mine != fd) {
+    ASSERT_EQ(dup2(mine, fd), fd);
+    ASSERT_EQ(close(mine), 0);
+  }
+  ASSERT_EQ(uepoll_epoll_wait(l.ep, &ev, 1, kExpiryWaitMs), 1);
+  EXPECT_EQ(ev.data.u64, 2u);
+  EXPECT_LT(ClockNs(CLOCK_MONOTONIC), at3) << "served by the backstop only";
+  EXPECT_EQ(KernelTimerRemainingNs(fd), 0) << "the application's timerfd";
+  // Found not ours before the sleep (here the timer thread may serve the
+  // expiry too, so its time alone does not prove the check).
+  EXPECT_NE(p.DebugLookaheadFd(slot), fd) << "still held as the lookahead";
+  close(fd);
+  // Abandoned with the rest: the test closes what the thread forgot.
+  if (p.DebugLookaheadFd(0) != other && p.DebugLookaheadFd(1) != other) {
+    close(other);
+  }
+  if (pkep >= 0 && pkep != p.DebugEpollFd()) close(pkep);
+  if (efd >= 0 && efd != p.DebugEventFd()) close(efd);
+  uepoll_close(t3);
+  l.Close();
+  ExpectNoUepollLeaks();
+}
+
+// A lookahead timerfd left armed at an instant that is no longer an
+// expiry fires into the thread's kernel epoll, edge-triggered: a later
+// descriptor sleep (a masked ppoll) takes that edge and sleeps on, rather
+// than seeing its epoll readable again and again.
+TEST(TimerKeeper, StaleLookaheadDoesNotSpinALaterMaskedWait) {
+  Lookahead l;
+  l.KeepUntilFirst(30 * kMs, 100 * kMs);
+  ASSERT_GE(Lookahead::SlotAt(l.at2), 0) << "no lookahead at the second expiry";
+  UArm(l.t2, 0);  // disarmed: the lookahead's instant is stale
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGUSR2);
+  Parker& p = Parker::Current();
+  uint64_t sleeps = p.DebugSleeps();
+  // ppoll with a mask sleeps in the thread's kernel epoll (epoll_pwait
+  // would sleep in the instance's kernel half).
+  pollfd pfd{l.t1, POLLIN, 0};
+  timespec tmo{0, 400 * kMs};
+  EXPECT_EQ(uepoll_ppoll(&pfd, 1, &tmo, &mask), 0);
+  EXPECT_GE(ClockNs(CLOCK_MONOTONIC), l.at2) << "the wait ended early";
+  EXPECT_LE(p.DebugSleeps() - sleeps, 4u) << "the masked wait spun";
+  l.Close();
+  ExpectNoUepollLeaks();
+}
+
 // Numbers the application closed and reused are never armed: both
 // lookahead timerfds replaced by timerfds of the application stay as the
 // application left them, and the expiry still comes.
