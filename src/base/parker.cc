@@ -267,6 +267,16 @@ unsigned Parker::SleepOnLookahead(int64_t bound_ns, int64_t backstop_ns) {
   ++sleeps_;
   int ep = pkep_.load(std::memory_order_relaxed);
   int ef = efd_.load(std::memory_order_relaxed);
+  // A waker armed efd_ since its last disarm (or may have): disarm it, or
+  // pkep_ would report it at once. Before the state says kParkedFd: a
+  // waker that sees that state arms efd_ after this, so its arming is
+  // never undone here (one still in flight from an earlier sleep only
+  // ends this one early, and the flag is set again below).
+  if (efd_armed_.exchange(false, std::memory_order_relaxed) &&
+      !ModWake(ep, ef, 0)) {
+    AbandonFds();  // still kParkedFutex: no waker uses them for us
+    return 0;
+  }
   // Wakers arm efd_ from here on (seq_cst, as the parking exchange: a
   // waker either sees this state or left a token that fails it).
   int expected = kParkedFutex;
@@ -275,30 +285,27 @@ unsigned Parker::SleepOnLookahead(int64_t bound_ns, int64_t backstop_ns) {
     return 0;  // a token: the loop takes it
   }
   unsigned r = 0;
-  // A waker armed efd_ since its last disarm (or may have): disarm it, or
-  // pkep_ would report it at once.
-  if (efd_armed_.exchange(false, std::memory_order_relaxed) &&
-      !ModWake(ep, ef, 0)) {
-    r = kLost;
+  // At most an hour (the loop sleeps again): a far backstop fits an int.
+  int64_t left = Deadline::At(backstop_ns).RemainingNs();
+  if (left > kFutexChunkNs) left = kFutexChunkNs;
+  int ms = left > 0 ? static_cast<int>((left + 999999) / 1000000) : 0;
+  epoll_event evs[3];
+  // A cancellation point as the futex sleep is (base/cancellable.h: the
+  // raw call, not libc's epoll_wait, so that no interceptor of the call,
+  // ThreadSanitizer's included, is unwound through); a handled signal
+  // ends it with EINTR whatever SA_RESTART says, as Park's rule wants.
+  int n = static_cast<int>(
+      CancellableSyscall(SYS_epoll_pwait, ep, reinterpret_cast<long>(evs), 3,
+                         ms, 0, static_cast<long>(sizeof(uint64_t))));
+  if (n < 0) {
+    r = errno == EINTR ? kInterrupted : kLost;
   } else {
-    // At most an hour (the loop sleeps again): a far backstop fits an int.
-    int64_t left = Deadline::At(backstop_ns).RemainingNs();
-    if (left > kFutexChunkNs) left = kFutexChunkNs;
-    int ms = left > 0 ? static_cast<int>((left + 999999) / 1000000) : 0;
-    epoll_event evs[3];
-    // epoll_wait is one of libc's cancellation points; a handled signal
-    // ends it with EINTR whatever SA_RESTART says, as Park's rule wants.
-    int n = sys::EpollPwait(ep, evs, 3, ms, nullptr);
-    if (n < 0) {
-      r = errno == EINTR ? kInterrupted : kLost;
-    } else {
-      for (int i = 0; i < n; ++i) {
-        if (evs[i].data.u64 != kLookaheadTag) {
-          efd_armed_.store(true, std::memory_order_relaxed);
-        }
+    for (int i = 0; i < n; ++i) {
+      if (evs[i].data.u64 != kLookaheadTag) {
+        efd_armed_.store(true, std::memory_order_relaxed);
       }
-      if (Deadline::At(bound_ns).Expired()) r = kTimedOut;
     }
+    if (Deadline::At(bound_ns).Expired()) r = kTimedOut;
   }
   // Back to the futex's state; fails only for a token, which the loop takes.
   expected = kParkedFd;

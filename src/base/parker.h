@@ -46,7 +46,8 @@
 //
 // Cancellation: both sleeps are cancellation points (pthread_cancel). The
 // sleeping syscall runs with asynchronous cancellation enabled, from a frame
-// with nothing to clean up (CancellableFutexWait), and the ppoll of the
+// with nothing to clean up (CancellableFutexWait; a keeper's epoll_wait
+// when it rests on its lookahead likewise), and the ppoll of the
 // descriptor sleep is itself one of libc's cancellation points. Everything a
 // caller keeps on its stack while sleeping (wait entries, pinned borrows) is
 // undone by destructors, so a cancelled thread leaves nothing behind.

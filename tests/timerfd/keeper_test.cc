@@ -688,6 +688,64 @@ TEST(TimerKeeper, CancelledKeeperHandsOver) {
   ExpectNoUepollLeaks();
 }
 
+// The same, cancelled while it rests on its lookahead (in epoll_wait on
+// its kernel epoll, not on the futex): it unwinds out of that sleep, gives
+// up keeping, and the thread that waits for the covered expiry is served.
+TEST(TimerKeeper, KeeperCancelledWhileRestingOnItsLookaheadHandsOver) {
+  int t1 = UTimer(), t2 = UTimer(), t3 = UTimer();
+  int ep = UEpollWith(t1, 1);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 2;
+  ASSERT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, t2, &ev), 0);
+  ev.data.u64 = 3;
+  ASSERT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, t3, &ev), 0);
+  int tep = UEpollWith(t2, 6);
+  struct Ctx {
+    int ep, t1;
+    std::atomic<Parker*> parker{nullptr};
+    std::atomic<bool> first{false};
+  } ctx{ep, t1};
+  UArm(t1, 30 * kMs);
+  UArm(t2, kCoverNs);
+  UArm(t3, 2 * kCoverNs);  // the wait's deadline is later: it rests
+  auto fn = +[](void* arg) -> void* {
+    auto* c = static_cast<Ctx*>(arg);
+    c->parker.store(&Parker::Current());
+    epoll_event e;
+    if (uepoll_epoll_wait(c->ep, &e, 1, kExpiryWaitMs) == 1 &&
+        e.data.u64 == 1) {
+      uint64_t ticks;
+      c->first = uepoll_read(c->t1, &ticks, 8) == 8;
+    }
+    uepoll_epoll_wait(c->ep, &e, 1, kExpiryWaitMs);
+    return nullptr;
+  };
+  pthread_t a;
+  ASSERT_EQ(pthread_create(&a, nullptr, fn, &ctx), 0);
+  ASSERT_TRUE(Eventually([&] {
+    Parker* p = ctx.parker.load();
+    return ctx.first.load() && p && p->DebugParkedFd();
+  })) << "the keeper never rested on its lookahead";
+  Waiter b([&](epoll_event* evs) {
+    return uepoll_epoll_wait(tep, evs, Waiter::kEvents, kWaitMs);
+  });
+  ASSERT_TRUE(b.Parked());
+  ASSERT_EQ(pthread_cancel(a), 0);
+  void* ret = nullptr;
+  ASSERT_EQ(pthread_join(a, &ret), 0);
+  EXPECT_EQ(ret, PTHREAD_CANCELED);
+  ASSERT_TRUE(b.WaitDone());
+  ASSERT_EQ(b.result(), 1) << "the covered expiry was never run";
+  EXPECT_EQ(b.event(0).data.u64, 6u);
+  uepoll_close(tep);
+  uepoll_close(ep);
+  uepoll_close(t1);
+  uepoll_close(t2);
+  uepoll_close(t3);
+  ExpectNoUepollLeaks();
+}
+
 // Several threads park on their own instances and on a shared one, are
 // woken by unrelated events at random, while one-shot timers are armed
 // and re-armed: each arming must be delivered exactly once (the sum of
