@@ -24,23 +24,41 @@ namespace uepoll::impl {
 // of all of them while the numbers are still theirs (parker.h). Its lock is
 // taken by the atfork prepare handler, so no parker is half-registered when
 // the child starts.
+//
+// The walk must come before any thread starts in the child: glibc gives a
+// new thread the stack, thread-local Parker included, of a thread that did
+// not survive the fork, which would overwrite a parker still listed. An
+// atfork child handler that starts a thread (the timer module's) runs this
+// one first (Parker::ForkChildFirst); it then does nothing when its own
+// turn comes.
 struct ParkerRegistry {
   Mutex mu;
   ListNode parkers GUARDED_BY(mu);
+  // Set by Prepare, cleared by Parent and by the child's walk.
+  bool child_pending GUARDED_BY(mu) = false;
 
   static ParkerRegistry& Get() {
     // Never destroyed: threads may exit after static destructors ran.
     static ParkerRegistry* r = Init();
     return *r;
   }
+  // The registry if one was made (null: no parker, and no atfork handler).
+  static inline std::atomic<ParkerRegistry*> made{nullptr};
+
+  // Unchecked: atfork handlers lock in one function and unlock in another
+  // (Child runs holding mu, and walks parkers, under Prepare's lock).
+  static void Child() NO_THREAD_SAFETY_ANALYSIS;
 
  private:
   static ParkerRegistry* Init();
-  // Unchecked: atfork handlers lock in one function and unlock in another
-  // (Child runs holding mu, and walks parkers, under Prepare's lock).
-  static void Prepare() NO_THREAD_SAFETY_ANALYSIS { Get().mu.Lock(); }
-  static void Parent() NO_THREAD_SAFETY_ANALYSIS { Get().mu.Unlock(); }
-  static void Child() NO_THREAD_SAFETY_ANALYSIS;
+  static void Prepare() NO_THREAD_SAFETY_ANALYSIS {
+    Get().mu.Lock();
+    Get().child_pending = true;
+  }
+  static void Parent() NO_THREAD_SAFETY_ANALYSIS {
+    Get().child_pending = false;
+    Get().mu.Unlock();
+  }
 };
 
 namespace {
@@ -110,11 +128,20 @@ const timespec* SleepTimeout(const Deadline& deadline, timespec* ts) {
 ParkerRegistry* ParkerRegistry::Init() {
   auto* r = new ParkerRegistry;
   pthread_atfork(Prepare, Parent, Child);
+  made.store(r, std::memory_order_release);
   return r;
+}
+
+void Parker::ForkChildFirst() {
+  if (ParkerRegistry::made.load(std::memory_order_acquire)) {
+    ParkerRegistry::Child();
+  }
 }
 
 void ParkerRegistry::Child() {
   ParkerRegistry& r = Get();
+  if (!r.child_pending) return;  // done already, by ForkChildFirst
+  r.child_pending = false;
   // Only the forking thread exists here, and no application code has run
   // since fork(): every number below is still the one its parker made, a
   // copy the child owns. Close them all; the parkers of threads that do not
@@ -285,32 +312,43 @@ unsigned Parker::SleepOnLookahead(int64_t bound_ns, int64_t backstop_ns) {
     return 0;  // a token: the loop takes it
   }
   unsigned r = 0;
-  // At most an hour (the loop sleeps again): a far backstop fits an int.
+  // At most an hour (the loop sleeps again).
   int64_t left = Deadline::At(backstop_ns).RemainingNs();
   if (left > kFutexChunkNs) left = kFutexChunkNs;
-  int ms = left > 0 ? static_cast<int>((left + 999999) / 1000000) : 0;
-  epoll_event evs[3];
-  // A cancellation point as the futex sleep is (base/cancellable.h: the
-  // raw call, not libc's epoll_wait, so that no interceptor of the call,
-  // ThreadSanitizer's included, is unwound through); a handled signal
-  // ends it with EINTR whatever SA_RESTART says, as Park's rule wants.
-  int n = static_cast<int>(
-      CancellableSyscall(SYS_epoll_pwait, ep, reinterpret_cast<long>(evs), 3,
-                         ms, 0, static_cast<long>(sizeof(uint64_t))));
+  timespec ts{static_cast<time_t>(left / 1000000000),
+              static_cast<long>(left % 1000000000)};
+  pollfd pfd{ep, POLLIN, 0};
+  // ppoll, as the descriptor sleep: the kernel restarts it after a stop
+  // and continue, or a signal whose handler did not run, as it does the
+  // futex sleep (semantics.md D6 (c)), and a handled signal ends it with
+  // EINTR whatever SA_RESTART says, Park's rule. The raw call made a
+  // cancellation point as the futex sleep is (base/cancellable.h), not
+  // libc's: ThreadSanitizer, unwound out of its interceptor by a
+  // cancellation, misses the thread's later lock operations.
+  long n = CancellableSyscall(SYS_ppoll, reinterpret_cast<long>(&pfd), 1,
+                              reinterpret_cast<long>(&ts), 0,
+                              static_cast<long>(sizeof(uint64_t)), 0);
   if (n < 0) {
     r = errno == EINTR ? kInterrupted : kLost;
-  } else {
-    for (int i = 0; i < n; ++i) {
-      if (evs[i].data.u64 != kLookaheadTag) {
-        efd_armed_.store(true, std::memory_order_relaxed);
-      }
-    }
-    if (Deadline::At(bound_ns).Expired()) r = kTimedOut;
+  } else if (n > 0 && (pfd.revents & POLLNVAL)) {
+    r = kLost;
+  } else if (Deadline::At(bound_ns).Expired()) {
+    // The timerfd's edge stays queued in pkep_ until the slot is armed
+    // again (the next Lookahead arms this one at the expiry after next),
+    // which drops it; SleepFd takes any left.
+    r = kTimedOut;
+  } else if (n > 0) {
+    // Readable before the bound: efd_, armed by a waker (whose token the
+    // loop takes) or left armed by one of an earlier sleep.
+    efd_armed_.store(true, std::memory_order_relaxed);
   }
-  // Back to the futex's state; fails only for a token, which the loop takes.
+  // Back to the futex's state; fails only for a token, which the loop
+  // takes: its waker saw kParkedFd, so it arms efd_ (or has).
   expected = kParkedFd;
-  state_.compare_exchange_strong(expected, kParkedFutex,
-                                 std::memory_order_seq_cst);
+  if (!state_.compare_exchange_strong(expected, kParkedFutex,
+                                      std::memory_order_seq_cst)) {
+    efd_armed_.store(true, std::memory_order_relaxed);
+  }
   if (r & kLost) {
     // Not ours any more (closed and reused, or an epoll that fails): forget
     // them, never close; the loop sleeps on the futex from here.
@@ -427,9 +465,15 @@ unsigned Parker::SleepFd(const Deadline& deadline, const sigset_t* mask,
     if (!res && state_.load(std::memory_order_acquire) != kNotified) {
       // No token: a lookahead timerfd fired (one armed at an instant no
       // longer an expiry). Its edge stays queued in pkep_, which ppoll
-      // would report forever: take it.
+      // would report forever: take it, once a MOD proved the numbers
+      // still ours (the application may have closed and reused them
+      // during the sleep; an epoll of its own would lose events here).
+      if (!ModWake(ep, efd_.load(std::memory_order_relaxed), 0)) {
+        return kRetry;
+      }
       epoll_event evs[3];
-      sys::EpollPwait(ep, evs, 3, 0, nullptr);
+      CancellableSyscall(SYS_epoll_pwait, ep, reinterpret_cast<long>(evs), 3, 0,
+                         0, static_cast<long>(sizeof(uint64_t)));
     }
     return res;  // 0: only ours is ready, the loop checks the token
   }

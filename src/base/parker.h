@@ -17,7 +17,8 @@
 //    instance (pkep_) plus those descriptors. pkep_ watches a private
 //    eventfd (efd_) whose count is 1 forever, registered with no events: a
 //    waker "arms" it with epoll_ctl(MOD, EPOLLIN), which makes pkep_
-//    readable; the sleeper disarms it (MOD, 0) before each sleep. A MOD
+//    readable; the sleeper disarms it (MOD, 0) before each sleep (a keeper
+//    resting on its lookahead only when a waker may have armed it). A MOD
 //    names both numbers and succeeds only while the registration (efd_'s
 //    file at efd_'s number, inside pkep_'s file) exists, so neither the
 //    waker nor the sleeper ever writes to, reads from or closes a
@@ -33,6 +34,8 @@
 //   kParkedFd    the owner is (about to be) asleep in ppoll on pkep_
 //   kParkedExternal  asleep in a sleep of the caller's (ParkExternal)
 // Park:   Empty -> Parked* (or consume Notified), sleep, then -> Empty.
+//         A keeper resting on its lookahead goes ParkedFutex -> ParkedFd
+//         for that sleep and back (compare-exchanges: a token fails them).
 // Unpark: any -> Notified; FUTEX_WAKE if it was ParkedFutex, arm efd_ if it
 //         was ParkedFd.
 // A wake that lands after the owner already returned leaves a stale futex
@@ -194,6 +197,11 @@ class Parker {
   static int64_t TimerDue() {
     return timer_due_.load(std::memory_order_seq_cst);
   }
+  // For an atfork child handler that starts a thread (the timer
+  // module's): runs the parkers' own child handler first, while the
+  // memory of the parent's other threads is still theirs (parker.cc,
+  // ParkerRegistry). Idempotent per fork.
+  static void ForkChildFirst();
   // Whether a thread other than the caller is parked now (a resigning
   // keeper asks; the caller itself is not parked at that point).
   static bool AnyOtherParked();

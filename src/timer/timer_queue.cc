@@ -543,7 +543,12 @@ void TimerQueue::ForkChild() NO_THREAD_SAFETY_ANALYSIS {
   bool any = q.armed_ > 0;
   q.mu_.Unlock();
   q.fire_mu_.Unlock();
-  if (any) (void)q.EnsureThread();
+  // The new thread may get the stack of a parent thread that did not
+  // survive: the parkers' child handler must have run (base/parker.h).
+  if (any) {
+    Parker::ForkChildFirst();
+    (void)q.EnsureThread();
+  }
 }
 
 }  // namespace uepoll::impl

@@ -10,11 +10,14 @@
 // The stop and the continue come from a child process (the whole process
 // stops, the test thread included); the child waits until /proc says the
 // parent is stopped before it continues it.
+#include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 
@@ -121,6 +124,49 @@ TEST_P(StopContinue, PlainWaitOnUepollObjectsOnly) {
   ASSERT_EQ(b->write(e, &one, 8), 8);
   ASSERT_TRUE(w.WaitDone());
   EXPECT_EQ(w.result(), 1);
+}
+
+// poll() over timerfds, stopped and continued while it sleeps until the
+// second of three expiries: the kernel restarts poll after a stop (its
+// restart code), so both backends return that expiry, not EINTR. On
+// uepoll the sleeping thread keeps, and rests on its lookahead timerfd
+// (base/parker.h, "The lookahead"): the expiry before armed one at this
+// bound, and the third expiry makes it rest rather than sleep on the
+// futex. That sleep is restarted as the futex sleep is.
+TEST_P(StopContinue, PollKeepingTimersWaitsOnAfterTheStop) {
+  const Backend* b = &B();
+  int t[3];
+  for (int& fd : t) {
+    fd = b->timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+  }
+  const int64_t kMsNs = 1000000;
+  const int64_t after[3] = {30 * kMsNs, 2000 * kMsNs, 4000 * kMsNs};
+  for (int i = 0; i < 3; ++i) {
+    itimerspec v{};
+    v.it_value.tv_sec = after[i] / 1000000000;
+    v.it_value.tv_nsec = after[i] % 1000000000;
+    ASSERT_EQ(b->timerfd_settime(t[i], 0, &v, nullptr), 0);
+  }
+  std::atomic<bool> second{false};
+  Waiter w([b, &t, &second](epoll_event*) {
+    pollfd fds[3] = {{t[0], POLLIN, 0}, {t[1], POLLIN, 0}, {t[2], POLLIN, 0}};
+    if (b->poll(fds, 3, kWaitMs) != 1 || fds[0].revents != POLLIN) return -2;
+    uint64_t ticks;
+    if (b->read(t[0], &ticks, 8) != 8) return -3;
+    // The sleep the stop lands in.
+    second = true;
+    int r = b->poll(fds + 1, 2, kWaitMs);
+    if (r < 0) return r;
+    return fds[1].revents == POLLIN && fds[2].revents == 0 ? r : -4;
+  });
+  ASSERT_TRUE(Eventually([&] { return second.load(); }));
+  ASSERT_TRUE(w.Parked());
+  ASSERT_TRUE(StopAndContinueMe());
+  ASSERT_TRUE(w.WaitDone());
+  EXPECT_EQ(w.result(), 1) << "error " << w.error() << " (-1: the poll, "
+                           << "-2 to -4: what it returned)";
+  for (int fd : t) b->close(fd);
 }
 
 UEPOLL_INSTANTIATE_BACKENDS(StopContinue);
