@@ -642,6 +642,22 @@ TEST(TimerKeeper, ForkChildClosesTheKeepersLookahead) {
   ExpectNoUepollLeaks();
 }
 
+// Cancels keeper thread `a` while a second thread waits on `tep` for the
+// expiry `a` covers (data 6): `a` unwinds, and the second is served.
+void CancelAndExpectHandover(pthread_t a, int tep) {
+  Waiter b([&](epoll_event* evs) {
+    return uepoll_epoll_wait(tep, evs, Waiter::kEvents, kWaitMs);
+  });
+  ASSERT_TRUE(b.Parked());
+  ASSERT_EQ(pthread_cancel(a), 0);
+  void* ret = nullptr;
+  ASSERT_EQ(pthread_join(a, &ret), 0);
+  EXPECT_EQ(ret, PTHREAD_CANCELED);
+  ASSERT_TRUE(b.WaitDone());
+  ASSERT_EQ(b.result(), 1) << "the covered expiry was never run";
+  EXPECT_EQ(b.event(0).data.u64, 6u);
+}
+
 // A keeper cancelled in its sleep (pthread_cancel) gives up keeping as it
 // unwinds: another thread that waited meanwhile is served.
 TEST(TimerKeeper, CancelledKeeperHandsOver) {
@@ -669,17 +685,7 @@ TEST(TimerKeeper, CancelledKeeperHandsOver) {
   int early = UTimer();  // as in DormantSetup
   UArm(early, 2 * kMs);
   ASSERT_TRUE(Eventually([] { return TimerQueue::Get().thread_dormant(); }));
-  Waiter b([&](epoll_event* evs) {
-    return uepoll_epoll_wait(tep, evs, Waiter::kEvents, kWaitMs);
-  });
-  ASSERT_TRUE(b.Parked());
-  ASSERT_EQ(pthread_cancel(a), 0);
-  void* ret = nullptr;
-  ASSERT_EQ(pthread_join(a, &ret), 0);
-  EXPECT_EQ(ret, PTHREAD_CANCELED);
-  ASSERT_TRUE(b.WaitDone());
-  ASSERT_EQ(b.result(), 1) << "the covered expiry was never run";
-  EXPECT_EQ(b.event(0).data.u64, 6u);
+  ASSERT_NO_FATAL_FAILURE(CancelAndExpectHandover(a, tep));
   uepoll_close(early);
   uepoll_close(eep);
   uepoll_close(efd);
@@ -688,8 +694,8 @@ TEST(TimerKeeper, CancelledKeeperHandsOver) {
   ExpectNoUepollLeaks();
 }
 
-// The same, cancelled while it rests on its lookahead (in epoll_wait on
-// its kernel epoll, not on the futex): it unwinds out of that sleep, gives
+// The same, cancelled while it rests on its lookahead (in ppoll on its
+// kernel epoll, not on the futex): it unwinds out of that sleep, gives
 // up keeping, and the thread that waits for the covered expiry is served.
 TEST(TimerKeeper, KeeperCancelledWhileRestingOnItsLookaheadHandsOver) {
   int t1 = UTimer(), t2 = UTimer(), t3 = UTimer();
@@ -727,17 +733,7 @@ TEST(TimerKeeper, KeeperCancelledWhileRestingOnItsLookaheadHandsOver) {
     Parker* p = ctx.parker.load();
     return ctx.first.load() && p && p->DebugParkedFd();
   })) << "the keeper never rested on its lookahead";
-  Waiter b([&](epoll_event* evs) {
-    return uepoll_epoll_wait(tep, evs, Waiter::kEvents, kWaitMs);
-  });
-  ASSERT_TRUE(b.Parked());
-  ASSERT_EQ(pthread_cancel(a), 0);
-  void* ret = nullptr;
-  ASSERT_EQ(pthread_join(a, &ret), 0);
-  EXPECT_EQ(ret, PTHREAD_CANCELED);
-  ASSERT_TRUE(b.WaitDone());
-  ASSERT_EQ(b.result(), 1) << "the covered expiry was never run";
-  EXPECT_EQ(b.event(0).data.u64, 6u);
+  ASSERT_NO_FATAL_FAILURE(CancelAndExpectHandover(a, tep));
   uepoll_close(tep);
   uepoll_close(ep);
   uepoll_close(t1);
