@@ -379,6 +379,15 @@ struct Lookahead {
     uint64_t ticks;
     ASSERT_EQ(uepoll_read(t1, &ticks, 8), 8);
   }
+  // A third timer in the instance, reported with `data`; -1 on failure.
+  int AddTimer(uint64_t data) {
+    int t = UTimer();
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = data;
+    if (t < 0 || uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, t, &ev) != 0) return -1;
+    return t;
+  }
   // Keeps once, and gives the thread's two lookahead descriptors.
   void KeepAndTake(int fds[2]) {
     KeepUntilFirst(30 * kMs, 60 * 1000 * kMs);
@@ -437,11 +446,9 @@ TEST(TimerKeeper, KeeperSleepsUntilTheInstantItsLookaheadHolds) {
   ASSERT_GE(Lookahead::SlotAt(l.at2), 0) << "no lookahead at the second expiry";
   // A third timer after it, so that the second sleep keeps with a
   // lookahead of its own.
-  int t3 = UTimer();
+  int t3 = l.AddTimer(3);
+  ASSERT_GE(t3, 0);
   epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = 3;
-  ASSERT_EQ(uepoll_epoll_ctl(l.ep, EPOLL_CTL_ADD, t3, &ev), 0);
   UArm(t3, 60 * 1000 * kMs);
   pid_t self = pid_t(syscall(SYS_gettid));
   long before = VoluntarySwitches(self);
@@ -465,13 +472,12 @@ TEST(TimerKeeper, KeeperRestingOnItsLookaheadIsWokenByAnotherThread) {
   Lookahead l;
   l.KeepUntilFirst(30 * kMs, 1000 * kMs);
   ASSERT_GE(Lookahead::SlotAt(l.at2), 0) << "no lookahead at the second expiry";
-  int t3 = UTimer();
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = 3;
-  ASSERT_EQ(uepoll_epoll_ctl(l.ep, EPOLL_CTL_ADD, t3, &ev), 0);
+  int t3 = l.AddTimer(3);
+  ASSERT_GE(t3, 0);
   UArm(t3, 3000 * kMs);  // before the wait's deadline: the keeper rests
   int e = uepoll_eventfd(0, EFD_NONBLOCK);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
   ev.data.u64 = 9;
   ASSERT_EQ(uepoll_epoll_ctl(l.ep, EPOLL_CTL_ADD, e, &ev), 0);
   Parker& p = Parker::Current();
@@ -516,11 +522,9 @@ TEST(TimerKeeper, KeeperNeverRestsOnALookaheadNumberItNoLongerOwns) {
       other = p.DebugLookaheadFd(1 - slot);
   // The next expiry is armed (so the other slot is armed there and the
   // keeper would rest) before the one at the bound is replaced.
-  int t3 = UTimer();
+  int t3 = l.AddTimer(3);
+  ASSERT_GE(t3, 0);
   epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = 3;
-  ASSERT_EQ(uepoll_epoll_ctl(l.ep, EPOLL_CTL_ADD, t3, &ev), 0);
   int64_t at3 = ClockNs(CLOCK_MONOTONIC) + 3000 * kMs;
   itimerspec v3 = Spec(at3);
   ASSERT_EQ(uepoll_timerfd_settime(t3, TFD_TIMER_ABSTIME, &v3, nullptr), 0);
