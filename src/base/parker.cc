@@ -223,7 +223,6 @@ bool Parker::EnsureLookahead() {
         sys::TimerfdCreate(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
     epoll_event ev{};
     ev.events = kLookaheadEvents;
-    ev.data.u64 = kLookaheadTag;
     if (made[i] < 0 || sys::EpollCtl(ep, EPOLL_CTL_ADD, made[i], &ev) != 0) {
       for (int k = 0; k <= i; ++k) {
         if (made[k] >= 0) sys::Close(made[k]);
@@ -261,7 +260,6 @@ bool Parker::ArmLookahead(int slot, int64_t at) {
 bool Parker::ModLookahead(int slot) {
   epoll_event ev{};
   ev.events = kLookaheadEvents;
-  ev.data.u64 = kLookaheadTag;
   return sys::EpollCtl(pkep_.load(std::memory_order_relaxed), EPOLL_CTL_MOD,
                        ltfd_[slot], &ev) == 0;
 }
@@ -471,9 +469,11 @@ unsigned Parker::SleepFd(const Deadline& deadline, const sigset_t* mask,
       if (!ModWake(ep, efd_.load(std::memory_order_relaxed), 0)) {
         return kRetry;
       }
+      // The raw call: libc's epoll_wait is a cancellation point, and this
+      // one does not sleep.
       epoll_event evs[3];
-      CancellableSyscall(SYS_epoll_pwait, ep, reinterpret_cast<long>(evs), 3, 0,
-                         0, static_cast<long>(sizeof(uint64_t)));
+      sys::Syscall(SYS_epoll_pwait, ep, reinterpret_cast<long>(evs), 3, 0, 0,
+                   static_cast<long>(sizeof(uint64_t)));
     }
     return res;  // 0: only ours is ready, the loop checks the token
   }
@@ -566,8 +566,9 @@ Parker::Result Parker::ParkLoop(int parked_state, const Deadline& deadline,
     } else {
       // Only a keeper is bounded (cover), and only a futex sleep keeps.
       // The backstop ends a sleep on the lookahead if the application
-      // closes its timerfd meanwhile; behind the timerfd at `after`, it is
-      // never the CPU's earliest timer either.
+      // closes both its timerfds meanwhile (the one at `after` ends it if
+      // only the one at the bound is gone); behind that one, it is never
+      // the CPU's earliest timer.
       int64_t backstop =
           after < INT64_MAX - kBackstopNs ? after + kBackstopNs : INT64_MAX;
       LookaheadAt la = unparked.keeper ? Lookahead(bound.at_ns(), after,

@@ -49,8 +49,8 @@
 //
 // Cancellation: both sleeps are cancellation points (pthread_cancel). The
 // sleeping syscall runs with asynchronous cancellation enabled, from a frame
-// with nothing to clean up (CancellableFutexWait; a keeper's epoll_wait
-// when it rests on its lookahead likewise), and the ppoll of the
+// with nothing to clean up (CancellableFutexWait; a keeper's ppoll when
+// it rests on its lookahead likewise), and the ppoll of the
 // descriptor sleep is itself one of libc's cancellation points. Everything a
 // caller keeps on its stack while sleeping (wait entries, pinned borrows) is
 // undone by destructors, so a cancelled thread leaves nothing behind.
@@ -243,9 +243,8 @@ class Parker {
   static constexpr unsigned kLost = 0x200;
 
   // The lookahead's timerfds in pkep_: edge-triggered, so that each expiry
-  // is reported once (they are never read), and told from efd_ (data 0).
+  // is reported once (they are never read).
   static constexpr uint32_t kLookaheadEvents = EPOLLIN | EPOLLET;
-  static constexpr uint64_t kLookaheadTag = 1;
   // How long after the next expiry a sleep on the lookahead ends anyway.
   static constexpr int64_t kBackstopNs = 1000000;  // 1 ms
 
@@ -302,8 +301,9 @@ class Parker {
   std::atomic<int> pkep_{-1};
   std::atomic<int> efd_{-1};
   // Whether a waker may have armed efd_ since the owner last disarmed it:
-  // set by Unpark before its MOD (and by the owner when pkep_ reported
-  // efd_), cleared by the owner as it disarms. A sleep on the lookahead
+  // set by Unpark before its MOD (and by a resting owner when pkep_ was
+  // readable before its bound, or a token came), cleared by the owner as
+  // it disarms. A sleep on the lookahead
   // disarms only then, so a keeper that no other thread wakes pays no MOD
   // for efd_. Relaxed: a stale false costs one early return of that
   // sleep, which then sets it.
