@@ -406,10 +406,34 @@ class Eventpoll final : public File {
   int MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
               int64_t min_wait_ns) EXCLUDES(mtx_, lock_);
   // Moves rdllist_ to txlist and returns how many items it held.
-  int StartScan(ListNode* txlist) REQUIRES(mtx_) EXCLUDES(lock_);
+  int StartScan(ListNode* txlist) REQUIRES(mtx_) EXCLUDES(lock_) {
+    MutexLock l(lock_);
+    return StartScanLocked(txlist);
+  }
+  int StartScanLocked(ListNode* txlist) REQUIRES(mtx_, lock_);
+  // What a harvest does with one item it took off the list (unlinked):
+  // clears queued, polls, reports into events[*res] and stamps it, and
+  // re-queues it on requeue if level-triggered. False (nothing changed
+  // but queued) when it is ready and events is NULL: the copy-out faults.
+  bool HarvestItem(EpItem* epi, epoll_event* events, int* res, uint16_t mark,
+                   uint16_t skip, ListNode* requeue, int* nrequeue)
+      REQUIRES(mtx_);
+  // The first part of a harvest, under one hold of lock_: the items at the
+  // head of rdllist_ whose poll takes no lock (eventfds) are harvested
+  // without a scan. Returns true if that finished the harvest (the
+  // re-queued items are back on rdllist_); else starts the scan of the
+  // rest (StartScanLocked into txlist, *ntx) for SendUepollEvents.
+  bool HarvestHeadLocked(epoll_event* events, int maxevents, int* res,
+                         uint16_t mark, uint16_t skip, ListNode* requeue,
+                         int* nrequeue, ListNode* txlist, int* ntx)
+      REQUIRES(mtx_, lock_);
   // ntx and nrequeue: the lengths of txlist and requeue (nready_ stays O(1)).
   void DoneScan(ListNode* txlist, int ntx, ListNode* requeue, int nrequeue)
       REQUIRES(mtx_) EXCLUDES(lock_);
+  // The end of every harvest: the re-queued items behind rdllist_ (with
+  // nready_ counting the rest already), avail_, and the hand-off.
+  void FinishHarvestLocked(ListNode* requeue, int nrequeue)
+      REQUIRES(mtx_, lock_);
   uint32_t ItemPoll(EpItem* epi, int depth) REQUIRES(mtx_);
   // Link a ready item (ADD/MOD found it ready) and wake. Returns whether
   // the watchers of this instance must be woken (outside lock_).

@@ -12,8 +12,7 @@
 
 namespace uepoll::impl {
 
-int Eventpoll::StartScan(ListNode* txlist) {
-  MutexLock l(lock_);
+int Eventpoll::StartScanLocked(ListNode* txlist) {
   txlist->SpliceBack(&rdllist_);
   int n = nready_;
   nready_ = 0;
@@ -43,12 +42,17 @@ void Eventpoll::DoneScan(ListNode* txlist, int ntx, ListNode* requeue,
   // rdllist_ is empty: nobody links into it during a scan.
   rdllist_.SpliceBack(txlist);
   rdllist_.SpliceBack(&arrived);
+  nready_ = ntx + narrived;
+  FinishHarvestLocked(requeue, nrequeue);
+}
+
+void Eventpoll::FinishHarvestLocked(ListNode* requeue, int nrequeue) {
   for (ListNode* n = requeue->next; n != requeue; n = n->next) {
     UEPOLL_CONTAINER_OF(n, EpItem, rdllink)
         ->queued.store(true, std::memory_order_relaxed);
   }
   rdllist_.SpliceBack(requeue);
-  nready_ = ntx + narrived + nrequeue;
+  nready_ += nrequeue;
 #ifndef NDEBUG
   int len = 0;
   for (const ListNode* p = rdllist_.next; p != &rdllist_; p = p->next) ++len;
@@ -99,63 +103,122 @@ uint32_t Eventpoll::ItemPoll(EpItem* epi, int depth) {
   return epi->file->Poll(depth) & epi->events.load(std::memory_order_relaxed);
 }
 
+bool Eventpoll::HarvestItem(EpItem* epi, epoll_event* events, int* res,
+                            uint16_t mark, uint16_t skip, ListNode* requeue,
+                            int* nrequeue) {
+  // Before the poll (seq_cst pairs with the callback's load): a wakeup
+  // after this point takes the slow path and links or chains the item
+  // again.
+  epi->queued.store(false, std::memory_order_seq_cst);
+  if (skip && epi->batch == skip) {
+    // Reported by this batch's first pass: what followed its report then
+    // (LT: re-queued, else not) stands.
+    uint32_t ev = epi->events.load(std::memory_order_relaxed);
+    if (!(ev & (EPOLLET | EPOLLONESHOT))) {
+      requeue->PushBack(&epi->rdllink);
+      ++*nrequeue;
+    }
+    return true;
+  }
+  // Always re-poll: the hint only filtered; an item that went idle since
+  // its wakeup is dropped (and not re-queued, even in LT mode).
+  uint32_t revents = ItemPoll(epi, 1);
+  if (!revents) return true;
+  if (!events) return false;
+  events[*res].events = revents;
+  events[*res].data.u64 = epi->data;
+  ++*res;
+  if (mark) epi->batch = mark;
+  uint32_t ev = epi->events.load(std::memory_order_relaxed);
+  if (ev & EPOLLONESHOT) {
+    epi->events.store(ev & kEpPrivateBits, std::memory_order_relaxed);
+    // A child's kernel half registered in ours stops carrying EPOLLIN
+    // with it: else a kernel event below would queue its cookie, and our
+    // kernel half would answer poll() (and our parents) as readable for
+    // an item the kernel never queues while disabled
+    // (DiffFuzzKernelRegressions.nesting__oneshot_child_disabled_by_a_
+    // harvest_wakes_nothing). A MOD re-arms both (Modify).
+    if (epi->file->is_epoll()) ModChildLocked(epi);
+  } else if (!(ev & EPOLLET)) {
+    requeue->PushBack(&epi->rdllink);  // LT: round robin
+    ++*nrequeue;
+  }
+  return true;
+}
+
+bool Eventpoll::HarvestHeadLocked(epoll_event* events, int maxevents, int* res,
+                                  uint16_t mark, uint16_t skip,
+                                  ListNode* requeue, int* nrequeue,
+                                  ListNode* txlist, int* ntx) {
+  // An eventfd's poll is one load and takes no lock, so it may run under
+  // lock_ (the lock order is a source's queue lock, then lock_; a poll
+  // that takes its source's lock must not run here). While we hold lock_,
+  // a callback either sees its item queued (and leaves it to this poll,
+  // as during a scan) or waits for lock_ and links the item behind what
+  // this harvest leaves: the order of a wakeup that came just after it.
+  // No scan is started, so no callback chains on ovflist_, and the
+  // harvest takes lock_ once instead of twice. At most kHeadItems items
+  // are taken so: a callback waits for lock_ only that long, and an event
+  // that fires while a long list is harvested still finds the scan of
+  // the rest running, and its place ahead of the items the scan
+  // re-queues, as in the kernel
+  // (Ordering.ArrivalsDuringAHarvestComeBeforeRequeuedLtItems). A NULL
+  // events array goes to the scan, which knows how to fault.
+  constexpr int kHeadItems = 8;
+  for (int taken = 0;
+       events && *res < maxevents && !rdllist_.empty() && taken < kHeadItems;
+       ++taken) {
+    EpItem* epi = UEPOLL_CONTAINER_OF(rdllist_.next, EpItem, rdllink);
+    if (epi->file->kind() != FileKind::kEventfd) break;
+    epi->rdllink.Unlink();
+    --nready_;
+    bool copied = HarvestItem(epi, events, res, mark, skip, requeue, nrequeue);
+    assert(copied);
+    (void)copied;
+  }
+  if (events && (*res == maxevents || rdllist_.empty())) {
+    // Done, with no scan behind it: no arrivals, and what was not taken
+    // is still on rdllist_ and counted in nready_.
+    FinishHarvestLocked(requeue, *nrequeue);
+    return true;
+  }
+  // The rest is scanned with lock_ dropped; the items re-queued so far
+  // stay on requeue, behind what the scan finds, as if scanned by it.
+  *ntx = StartScanLocked(txlist);
+  return false;
+}
+
 int Eventpoll::SendUepollEvents(epoll_event* events, int maxevents,
                                 uint16_t mark, uint16_t skip) {
   ListNode txlist, requeue;
   MutexLock m(mtx_);
-  int ntx = StartScan(&txlist);
+  int ntx = 0;
   int nrequeue = 0;
   int res = 0;
-  while (!txlist.empty() && res < maxevents) {
-    EpItem* epi = UEPOLL_CONTAINER_OF(txlist.next, EpItem, rdllink);
-    epi->rdllink.Unlink();
-    --ntx;
-    // Before the poll (seq_cst pairs with the callback's load): a wakeup
-    // after this point takes the slow path and chains the item again.
-    epi->queued.store(false, std::memory_order_seq_cst);
-    if (skip && epi->batch == skip) {
-      // Reported by this batch's first pass: what followed its report
-      // then (LT: re-queued, else not) stands.
-      uint32_t ev = epi->events.load(std::memory_order_relaxed);
-      if (!(ev & (EPOLLET | EPOLLONESHOT))) {
-        requeue.PushBack(&epi->rdllink);
-        ++nrequeue;
-      }
-      continue;
-    }
-    // Always re-poll: the hint only filtered; an item that went idle since
-    // its wakeup is dropped (and not re-queued, even in LT mode).
-    uint32_t revents = ItemPoll(epi, 1);
-    if (!revents) continue;
-    if (!events) {
-      // The kernel faults on the copy-out: the item goes back, and EFAULT
-      // is returned only if nothing was delivered (always, for NULL).
-      txlist.PushFront(&epi->rdllink);
-      ++ntx;
-      epi->queued.store(true, std::memory_order_relaxed);
-      res = -EFAULT;
-      break;
-    }
-    events[res].events = revents;
-    events[res].data.u64 = epi->data;
-    ++res;
-    if (mark) epi->batch = mark;
-    uint32_t ev = epi->events.load(std::memory_order_relaxed);
-    if (ev & EPOLLONESHOT) {
-      epi->events.store(ev & kEpPrivateBits, std::memory_order_relaxed);
-      // A child's kernel half registered in ours stops carrying EPOLLIN
-      // with it: else a kernel event below would queue its cookie, and our
-      // kernel half would answer poll() (and our parents) as readable for
-      // an item the kernel never queues while disabled
-      // (DiffFuzzKernelRegressions.nesting__oneshot_child_disabled_by_a_
-      // harvest_wakes_nothing). A MOD re-arms both (Modify).
-      if (epi->file->is_epoll()) ModChildLocked(epi);
-    } else if (!(ev & EPOLLET)) {
-      requeue.PushBack(&epi->rdllink);  // LT: round robin
-      ++nrequeue;
-    }
+  bool done;
+  {
+    MutexLock l(lock_);
+    done = HarvestHeadLocked(events, maxevents, &res, mark, skip, &requeue,
+                             &nrequeue, &txlist, &ntx);
   }
-  DoneScan(&txlist, ntx, &requeue, nrequeue);
+  if (!done) {
+    while (!txlist.empty() && res < maxevents) {
+      EpItem* epi = UEPOLL_CONTAINER_OF(txlist.next, EpItem, rdllink);
+      epi->rdllink.Unlink();
+      --ntx;
+      if (!HarvestItem(epi, events, &res, mark, skip, &requeue, &nrequeue)) {
+        // The kernel faults on the copy-out: the item goes back, and
+        // EFAULT is returned only if nothing was delivered (always, for
+        // NULL).
+        txlist.PushFront(&epi->rdllink);
+        ++ntx;
+        epi->queued.store(true, std::memory_order_relaxed);
+        res = -EFAULT;
+        break;
+      }
+    }
+    DoneScan(&txlist, ntx, &requeue, nrequeue);
+  }
   // A watchable instance's kernel face follows what the harvest left.
   if (watchable()) SyncMirror(res == 0);
   return res;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <set>
 #include <thread>
 #include <vector>
@@ -128,6 +129,60 @@ TEST_P(Ordering, OneshotItemLeavesRoundRobin) {
   EXPECT_EQ(Datas(ep, 1), (Ids{0}));
   EXPECT_EQ(Datas(ep), (Ids{1}));
   EXPECT_EQ(Datas(ep), (Ids{1}));
+}
+
+// One ready list holding eventfds and pipes, level-triggered, edge-
+// triggered, one-shot and an item that went idle while queued: every
+// harvest reports the first maxevents ready items in list order, drops the
+// idle one, and re-queues the level-triggered ones behind the rest. uepoll
+// takes the first few eventfds of a harvest without starting a scan
+// (docs/design.md, "Harvest: the head under one hold of lock_"), so the
+// lengths below put the end of that part, and the first pipe, at
+// different places in the harvest; the order must not show where it was.
+TEST_P(Ordering, HarvestsAcrossSourceKindsKeepListOrder) {
+  int ep = Epoll();
+  struct Item {
+    uint64_t id;
+    char mode;  // 'l' LT, 'e' ET, 'o' ONESHOT, 's' LT but idle when polled
+  };
+  std::deque<Item> model;
+  uint64_t next_id = 0;
+  auto add_eventfd = [&](char mode) {
+    int fd = Eventfd(1);
+    uint32_t ev = EPOLLIN | (mode == 'e' ? EPOLLET : 0u) |
+                  (mode == 'o' ? EPOLLONESHOT : 0u);
+    ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, fd, ev, next_id), 0);
+    // Queued by the ADD; the read's wakeup (EPOLLOUT) does not dequeue it.
+    if (mode == 's') EXPECT_EQ(EfdRead(fd), 1u);
+    model.push_back({next_id++, mode});
+  };
+  auto add_pipe = [&] {
+    int p[2];
+    Pipe(p);
+    ASSERT_EQ(WriteBytes(p[1], 1), 1);
+    ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, p[0], EPOLLIN, next_id), 0);
+    model.push_back({next_id++, 'l'});
+  };
+  for (char m : {'l', 'l', 'l', 'o', 'l', 'l', 's', 'e', 'l', 'l', 'l', 'l'}) {
+    add_eventfd(m);
+  }
+  add_pipe();
+  add_eventfd('l');
+  add_pipe();
+  add_eventfd('l');
+  for (int max : {1, 3, 8, 9, 64, 2, 5, 7, 13, 64}) {
+    Ids want;
+    std::vector<Item> requeue;
+    while (!model.empty() && static_cast<int>(want.size()) < max) {
+      Item it = model.front();
+      model.pop_front();
+      if (it.mode == 's') continue;
+      want.push_back(it.id);
+      if (it.mode == 'l') requeue.push_back(it);
+    }
+    model.insert(model.end(), requeue.begin(), requeue.end());
+    EXPECT_EQ(Datas(ep, max), want) << "maxevents " << max;
+  }
 }
 
 // Events that arrive while a harvest scans the ready list. The scan
