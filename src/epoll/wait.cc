@@ -99,6 +99,12 @@ class Eventpoll::WaiterGuard {
   EpWaiter* w_;
 };
 
+namespace {
+// An eventfd's poll is one atomic load: it takes no lock and costs next to
+// nothing, so it may run under lock_, or twice.
+bool PollIsALoad(const File* f) { return f->kind() == FileKind::kEventfd; }
+}  // namespace
+
 uint32_t Eventpoll::ItemPoll(EpItem* epi, int depth) {
   return epi->file->Poll(depth) & epi->events.load(std::memory_order_relaxed);
 }
@@ -106,30 +112,40 @@ uint32_t Eventpoll::ItemPoll(EpItem* epi, int depth) {
 bool Eventpoll::HarvestItem(EpItem* epi, epoll_event* events, int* res,
                             uint16_t mark, uint16_t skip, ListNode* requeue,
                             int* nrequeue) {
-  // Before the poll (seq_cst pairs with the callback's load): a wakeup
-  // after this point takes the slow path and links or chains the item
-  // again.
-  epi->queued.store(false, std::memory_order_seq_cst);
+  uint32_t ev = epi->events.load(std::memory_order_relaxed);
+  const bool lt = !(ev & (EPOLLET | EPOLLONESHOT));
+  uint32_t revents = 0;
   if (skip && epi->batch == skip) {
     // Reported by this batch's first pass: what followed its report then
     // (LT: re-queued, else not) stands.
-    uint32_t ev = epi->events.load(std::memory_order_relaxed);
-    if (!(ev & (EPOLLET | EPOLLONESHOT))) {
+    epi->queued.store(false, std::memory_order_seq_cst);
+    if (lt) {
       requeue->PushBack(&epi->rdllink);
       ++*nrequeue;
     }
     return true;
   }
-  // Always re-poll: the hint only filtered; an item that went idle since
-  // its wakeup is dropped (and not re-queued, even in LT mode).
-  uint32_t revents = ItemPoll(epi, 1);
-  if (!revents) return true;
+  // A ready LT item is polled still marked queued: it is re-queued by
+  // this harvest, so a wakeup that sees it queued meanwhile and leaves it
+  // alone loses nothing (the next harvest polls it again), and the seq_cst
+  // store below is saved. Only an item that may leave the list needs it.
+  // An idle one is polled twice so; only where a poll is one load.
+  if (lt && PollIsALoad(epi->file)) revents = ItemPoll(epi, 1);
+  if (!revents) {
+    // Before the poll (seq_cst pairs with the callback's load): a wakeup
+    // after this point takes the slow path and links or chains the item
+    // again. Always re-poll: the hint only filtered; an item that went
+    // idle since its wakeup is dropped (and not re-queued, even in LT
+    // mode).
+    epi->queued.store(false, std::memory_order_seq_cst);
+    revents = ItemPoll(epi, 1);
+    if (!revents) return true;
+  }
   if (!events) return false;
   events[*res].events = revents;
   events[*res].data.u64 = epi->data;
   ++*res;
   if (mark) epi->batch = mark;
-  uint32_t ev = epi->events.load(std::memory_order_relaxed);
   if (ev & EPOLLONESHOT) {
     epi->events.store(ev & kEpPrivateBits, std::memory_order_relaxed);
     // A child's kernel half registered in ours stops carrying EPOLLIN
@@ -139,7 +155,7 @@ bool Eventpoll::HarvestItem(EpItem* epi, epoll_event* events, int* res,
     // (DiffFuzzKernelRegressions.nesting__oneshot_child_disabled_by_a_
     // harvest_wakes_nothing). A MOD re-arms both (Modify).
     if (epi->file->is_epoll()) ModChildLocked(epi);
-  } else if (!(ev & EPOLLET)) {
+  } else if (lt) {
     requeue->PushBack(&epi->rdllink);  // LT: round robin
     ++*nrequeue;
   }
@@ -150,9 +166,9 @@ bool Eventpoll::HarvestHeadLocked(epoll_event* events, int maxevents, int* res,
                                   uint16_t mark, uint16_t skip,
                                   ListNode* requeue, int* nrequeue,
                                   ListNode* txlist, int* ntx) {
-  // An eventfd's poll is one load and takes no lock, so it may run under
-  // lock_ (the lock order is a source's queue lock, then lock_; a poll
-  // that takes its source's lock must not run here). While we hold lock_,
+  // An eventfd's poll takes no lock, so it may run under lock_ (the lock
+  // order is a source's queue lock, then lock_; a poll that takes its
+  // source's lock must not run here). While we hold lock_,
   // a callback either sees its item queued (and leaves it to this poll,
   // as during a scan) or waits for lock_ and links the item behind what
   // this harvest leaves: the order of a wakeup that came just after it.
@@ -169,7 +185,7 @@ bool Eventpoll::HarvestHeadLocked(epoll_event* events, int maxevents, int* res,
        events && *res < maxevents && !rdllist_.empty() && taken < kHeadItems;
        ++taken) {
     EpItem* epi = UEPOLL_CONTAINER_OF(rdllist_.next, EpItem, rdllink);
-    if (epi->file->kind() != FileKind::kEventfd) break;
+    if (!PollIsALoad(epi->file)) break;
     epi->rdllink.Unlink();
     --nready_;
     bool copied = HarvestItem(epi, events, res, mark, skip, requeue, nrequeue);
