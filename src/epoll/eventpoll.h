@@ -463,11 +463,10 @@ class Eventpoll final : public File {
   // The lock order's edges that clang can name from here (LOCKING above):
   // g_nested > mtx_ > {watch_lock_, every queue's lock_, lock_}, every
   // queue's lock_ > lock_, the mirror's lock > lock_ > the kernel half's
-  // number lock.
-  alignas(kCacheLine) Mutex mtx_ ACQUIRED_AFTER(g_nested)
-      ACQUIRED_BEFORE(lock_, watch_lock(), poll_wait_.lock());
-  Mutex lock_ ACQUIRED_AFTER(poll_wait_.lock(), mirror_.lock())
-      ACQUIRED_BEFORE(khalf_.number_lock());
+  // number lock. mtx_ is on line 3, away from the wakeups.
+  alignas(kCacheLine) Mutex lock_
+      ACQUIRED_AFTER(poll_wait_.lock(), mirror_.lock())
+          ACQUIRED_BEFORE(khalf_.number_lock());
   ListNode rdllist_ GUARDED_BY(lock_);
   // The length of rdllist_, so that a wakeup can tell in O(1) whether a
   // waiter in its min_wait phase has its maxevents ready (WakeOneLocked).
@@ -509,8 +508,13 @@ class Eventpoll final : public File {
   std::atomic<uint8_t> prefer_busy_poll_{0};
   std::atomic<uint64_t> min_wait_ns_{0};
 
-  // Line 3: written by ctl ADD and DEL.
-  alignas(kCacheLine) ItemTable items_ GUARDED_BY(mtx_);
+  // Line 3: written by every harvest and every ctl (mtx_), and by ADD and
+  // DEL (the table). Not by a wakeup: a source's thread spinning on lock_
+  // would take the line from the harvest that holds mtx_ across lock_,
+  // and the harvest would miss it again to release mtx_.
+  alignas(kCacheLine) Mutex mtx_ ACQUIRED_AFTER(g_nested)
+      ACQUIRED_BEFORE(lock_, watch_lock(), poll_wait_.lock());
+  ItemTable items_ GUARDED_BY(mtx_);
   // The items whose targets are instances, by cookie (child_table.h).
   ChildTable children_ GUARDED_BY(mtx_);
   std::atomic<long> ep_refs_{1};
