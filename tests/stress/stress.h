@@ -242,6 +242,32 @@ class CpuPair {
   int cpu_[2] = {-1, -1};
 };
 
+// Busy-waits n iterations touching no shared memory (the fence only keeps
+// the compiler from removing the loop): a delay of random length shifts
+// where a racing thread's write lands in the window a test aims at.
+inline void SpinIterations(uint64_t n) {
+  for (uint64_t i = 0; i < n; ++i) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  }
+}
+
+// Tells a helper thread to stop (`stop`, which its loop checks) and joins
+// it when the test's scope ends, also when an ASSERT returns early.
+class ThreadStopper {
+ public:
+  ThreadStopper(std::atomic<bool>& stop, std::thread& t) : stop_(stop), t_(t) {}
+  ~ThreadStopper() {
+    stop_.store(true);
+    if (t_.joinable()) t_.join();
+  }
+  ThreadStopper(const ThreadStopper&) = delete;
+  ThreadStopper& operator=(const ThreadStopper&) = delete;
+
+ private:
+  std::atomic<bool>& stop_;
+  std::thread& t_;
+};
+
 inline void ReportBudget(const char* test, const Budget& b, long iterations) {
   std::printf("[stress] %s: %ld of %ld iterations%s\n", test, b.used(),
               iterations,

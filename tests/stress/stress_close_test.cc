@@ -255,9 +255,7 @@ TEST_P(StressClose, InstanceCloseWithWaitersPollersAndWatchers) {
       }
     });
     while (started.load() < 4) std::this_thread::yield();
-    for (int i = static_cast<int>(rng() % 2000); i > 0; --i) {
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-    }
+    SpinIterations(rng() % 2000);
     ASSERT_EQ(CloseUnderWaiters(*b, ep), 0);
     uint64_t one = 1;
     ASSERT_EQ(b->write(src, &one, sizeof one), 8);

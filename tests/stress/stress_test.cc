@@ -350,11 +350,6 @@ TEST_P(Stress, AddRacingAWriteNeverLosesTheEvent) {
   // armed = round * kPerRound + i: the ADD of src[i] is about to start.
   std::atomic<long> armed{-1}, written{0}, errors{0};
   std::atomic<bool> stop{false};
-  auto spin = [](uint64_t n) {
-    for (uint64_t i = 0; i < n; ++i) {
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-    }
-  };
   CpuPair cpus;  // the race needs both threads running at once
   uint64_t wseed = rng();
   std::thread writer([&] {
@@ -372,7 +367,7 @@ TEST_P(Stress, AddRacingAWriteNeverLosesTheEvent) {
         // Spins over several scales: where the write has to land depends on
         // the machine (0-256 iterations hit most often on the test machine).
         static constexpr uint64_t kScales[] = {64, 256, 1024, 4096};
-        spin(r() % kScales[r() % 4]);
+        SpinIterations(r() % kScales[r() % 4]);
         uint64_t one = 1;
         if (b->write(src[i].load(std::memory_order_relaxed), &one, 8) != 8) {
           ++errors;
@@ -381,14 +376,7 @@ TEST_P(Stress, AddRacingAWriteNeverLosesTheEvent) {
       written.store(g, std::memory_order_release);
     }
   });
-  struct Stopper {  // also when an ASSERT returns early
-    std::atomic<bool>& stop;
-    std::thread& t;
-    ~Stopper() {
-      stop.store(true);
-      if (t.joinable()) t.join();
-    }
-  } stopper{stop, writer};
+  ThreadStopper stopper(stop, writer);
   long lost_lt = 0, lost_et = 0;
   for (long g = 1; budget.Take(); ++g) {
     for (auto& fd : src) {
@@ -444,11 +432,6 @@ TEST_P(Stress, IdleLtItemHarvestedRacingAWriteNeverLosesIt) {
   ASSERT_EQ(AddEv(ep, efd, EPOLLIN, 7), 0);
   std::atomic<long> armed{0}, written{0}, errors{0};
   std::atomic<bool> stop{false};
-  auto spin = [](uint64_t n) {
-    for (uint64_t i = 0; i < n; ++i) {
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-    }
-  };
   CpuPair cpus;  // the race needs both threads running at once
   uint64_t wseed = rng();
   std::thread writer([&] {
@@ -460,32 +443,27 @@ TEST_P(Stress, IdleLtItemHarvestedRacingAWriteNeverLosesIt) {
         if (k > 20000) std::this_thread::yield();
       }
       static constexpr uint64_t kScales[] = {16, 64, 256, 1024};
-      spin(r() % kScales[r() % 4]);
+      SpinIterations(r() % kScales[r() % 4]);
       uint64_t one = 1;
       if (b->write(efd, &one, 8) != 8) ++errors;
       written.store(g, std::memory_order_release);
     }
   });
-  struct Stopper {  // also when an ASSERT returns early
-    std::atomic<bool>& stop;
-    std::thread& t;
-    ~Stopper() {
-      stop.store(true);
-      if (t.joinable()) t.join();
-    }
-  } stopper{stop, writer};
+  ThreadStopper stopper(stop, writer);
   long lost = 0, rounds = 0;
   epoll_event out[2];
   for (long g = 1; budget.Take(); ++g) {
     // Queued and idle: the write of the last round was reported (LT: the
     // item stays queued) and is read now.
     uint64_t v;
-    if (g > 1) ASSERT_EQ(b->read(efd, &v, sizeof v), 8);
+    if (g > 1) {
+      ASSERT_EQ(b->read(efd, &v, sizeof v), 8);
+    }
     armed.store(g, std::memory_order_release);
     // Both sides spin a random while, so that the write lands at every
     // point of the harvest over the rounds (the writer alone always lands
     // behind it: it first has to see the announcement).
-    spin(rng() % 2048);
+    SpinIterations(rng() % 2048);
     ASSERT_GE(b->epoll_wait(ep, out, 2, 0), 0);
     while (written.load(std::memory_order_acquire) != g) {
       ASSERT_FALSE(budget.PastHardDeadline()) << "the writer stopped";
@@ -527,11 +505,6 @@ TEST_P(Stress, HarvestRacingAnArrivalKeepsUnreachedItemsFirst) {
   std::atomic<long> round{0}, ready{0}, written{0}, errors{0};
   std::atomic<int> d_fd{-1};
   std::atomic<bool> stop{false};
-  auto spin = [](uint64_t n) {
-    for (uint64_t i = 0; i < n; ++i) {
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-    }
-  };
   CpuPair cpus;  // the race needs both threads running at once
   uint64_t wseed = rng();
   std::thread writer([&] {
@@ -547,7 +520,7 @@ TEST_P(Stress, HarvestRacingAnArrivalKeepsUnreachedItemsFirst) {
       }
       seen = g;
       ready.store(g, std::memory_order_release);
-      spin(r() % 3000);
+      SpinIterations(r() % 3000);
       uint64_t one = 1;
       if (b->write(d_fd.load(std::memory_order_relaxed), &one, 8) != 8) {
         ++errors;
@@ -555,14 +528,7 @@ TEST_P(Stress, HarvestRacingAnArrivalKeepsUnreachedItemsFirst) {
       written.store(g, std::memory_order_release);
     }
   });
-  struct Stopper {  // also when an ASSERT returns early
-    std::atomic<bool>& stop;
-    std::thread& t;
-    ~Stopper() {
-      stop.store(true);
-      if (t.joinable()) t.join();
-    }
-  } stopper{stop, writer};
+  ThreadStopper stopper(stop, writer);
   long misordered = 0;
   std::string example;
   for (long r = 0; budget.Take(); ++r) {
@@ -594,7 +560,7 @@ TEST_P(Stress, HarvestRacingAnArrivalKeepsUnreachedItemsFirst) {
       ASSERT_FALSE(budget.PastHardDeadline()) << "the writer stopped";
       if (k > 20000) std::this_thread::yield();
     }
-    spin(rng() % 3000);
+    SpinIterations(rng() % 3000);
     epoll_event out[8];
     ASSERT_EQ(b->epoll_wait(ep, out, 1, 0), 1);
     ASSERT_EQ(out[0].data.u64, uint64_t{'A'});
@@ -610,7 +576,9 @@ TEST_P(Stress, HarvestRacingAnArrivalKeepsUnreachedItemsFirst) {
       example = order;
     }
     for (int f : fd) ASSERT_EQ(b->close(f), 0);
-    if (a_pipe[1] >= 0) ASSERT_EQ(b->close(a_pipe[1]), 0);
+    if (a_pipe[1] >= 0) {
+      ASSERT_EQ(b->close(a_pipe[1]), 0);
+    }
     ASSERT_EQ(b->close(ep), 0);
   }
   ReportBudget(Name(), budget, kRounds);
