@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -238,7 +239,7 @@ bool Parker::EnsureLookahead() {
   return true;
 }
 
-bool Parker::ArmLookahead(int slot, int64_t at) {
+bool Parker::ArmLookahead(int slot, int64_t at, int cpu) {
   // The MOD proves the number still holds our timerfd inside our epoll
   // (parker.h): a number the application closed and reused is not armed
   // (but one it reuses between the MOD and the arming is: D19).
@@ -250,6 +251,7 @@ bool Parker::ArmLookahead(int slot, int64_t at) {
   v.it_value.tv_sec = static_cast<time_t>(at / 1000000000);
   v.it_value.tv_nsec = static_cast<long>(at % 1000000000);
   larmed_[slot] = 0;
+  lcpu_[slot] = cpu;
   if (sys::TimerfdSettime(ltfd_[slot], TFD_TIMER_ABSTIME, &v, nullptr) != 0) {
     return false;
   }
@@ -272,7 +274,19 @@ Parker::LookaheadAt Parker::Lookahead(int64_t bound, int64_t after, bool rest) {
     // Keep the one pending at `bound` (armed by the sleep before); of two
     // others, rearm the older.
     int slot = pending >= 0 ? 1 - pending : (larmed_[0] <= larmed_[1] ? 0 : 1);
-    after_armed = ArmLookahead(slot, after);
+    // The new one goes on this CPU's queue. One pending at `bound` on
+    // another CPU's (the thread moved since the sleep before) would wake
+    // the thread over there, where the next sleep arms the other one, and
+    // so on: every expiry a migration, and every arming the earliest timer
+    // of its CPU, so a device write. Arm it again here first, at the same
+    // instant (one write, once).
+    int cpu = sched_getcpu();
+    if (pending >= 0 && cpu >= 0 && lcpu_[pending] != cpu &&
+        !ArmLookahead(pending, bound, cpu)) {
+      pending = -1;
+      if (ltfd_[0] < 0) return kNothingAtBound;  // abandoned
+    }
+    after_armed = ArmLookahead(slot, after, cpu);
     if (ltfd_[0] < 0) return kNothingAtBound;  // abandoned, `pending` too
   }
   if (pending < 0) return kNothingAtBound;

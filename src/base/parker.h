@@ -214,6 +214,7 @@ class Parker {
   // the instant it was last armed at (-1 and 0 when none).
   int DebugLookaheadFd(int i) const { return ltfd_[i]; }
   int64_t DebugLookaheadAt(int i) const { return larmed_[i]; }
+  int DebugLookaheadCpu(int i) const { return lcpu_[i]; }
   // For tests, on the owner: how many sleeps it has made in the kernel.
   uint64_t DebugSleeps() const { return sleeps_; }
   // For tests, from any thread: whether the owner sleeps in pkep_ now.
@@ -267,7 +268,7 @@ class Parker {
   LookaheadAt Lookahead(int64_t bound, int64_t after, bool rest);
   // Arms lookahead slot `slot` at the absolute instant `at`, once a MOD
   // proved it ours (false: not armed; abandoned if not ours).
-  bool ArmLookahead(int slot, int64_t at);
+  bool ArmLookahead(int slot, int64_t at, int cpu);
   bool ModLookahead(int slot);
   // The keeper's futex sleep until an absolute CLOCK_MONOTONIC instant.
   unsigned SleepFutexUntil(int64_t at_ns);
@@ -315,6 +316,10 @@ class Parker {
   // which closes them).
   int ltfd_[2] = {-1, -1};
   int64_t larmed_[2] = {0, 0};
+  // The CPU each was last armed from (-1: unknown). The kernel queues a
+  // timer on the CPU that arms it, and its interrupt wakes the sleeper
+  // there (Lookahead keeps the two on one CPU).
+  int lcpu_[2] = {-1, -1};
   bool lookahead_off_ = false;  // could not be made: keep without it
   uint64_t sleeps_ = 0;         // sleeps in the kernel, for tests
   ListNode registry_node_;      // in ParkerRegistry, for fork()

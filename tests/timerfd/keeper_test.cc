@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -432,6 +433,93 @@ TEST(TimerKeeper, KeeperArmsAKernelTimerAtTheNextExpiry) {
   int64_t when = ClockNs(CLOCK_MONOTONIC) + left;
   EXPECT_GT(left, 0);
   EXPECT_NEAR(double(when), double(l.at2), double(1000 * kMs));
+  l.Close();
+  ExpectNoUepollLeaks();
+}
+
+// The CPU whose queue holds the kernel's timerfd timer that expires at
+// `at_ns` (CLOCK_MONOTONIC), from /proc/timer_list; -1 if none is listed
+// or the list cannot be read (it is root's only).
+int KernelTimerfdCpuAt(int64_t at_ns) {
+  std::ifstream list("/proc/timer_list");
+  if (!list) return -1;
+  std::string line;
+  int cpu = -1, clock = -1;
+  bool timerfd = false;
+  const std::string expires = " # expires at ";
+  while (std::getline(list, line)) {
+    if (line.rfind("cpu: ", 0) == 0) {
+      cpu = std::stoi(line.substr(5));
+    } else if (line.rfind(" clock ", 0) == 0) {
+      clock = std::stoi(line.substr(7));
+    } else if (line.rfind(" #", 0) == 0 && line.rfind(expires, 0) != 0) {
+      timerfd = line.find(", timerfd_tmrproc,") != std::string::npos;
+    } else if (timerfd && clock == 0 && line.rfind(expires, 0) == 0) {
+      // " # expires at SOFT-HARD nsecs [...]": a timerfd has no slack.
+      if (std::stoll(line.substr(expires.size())) == at_ns) return cpu;
+      timerfd = false;
+    }
+  }
+  return -1;
+}
+
+// A keeper that moved to another CPU since it armed the lookahead pending
+// at its bound arms that one again from where it now runs, before the
+// next: the kernel queues a timer on the CPU that arms it, and its
+// interrupt wakes the sleeper there. Left on the old CPU, the two timerfds
+// end up on two CPUs and the keeper follows them, one migration per expiry
+// (and each arming the earliest timer of its CPU: a write of the timer
+// device, the VM exit the lookahead exists to avoid).
+TEST(TimerKeeper, KeeperThatMovedArmsItsPendingLookaheadOnItsNewCpu) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  int cpus[2] = {-1, -1};
+  for (int c = 0, n = 0; c < CPU_SETSIZE && n < 2; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus[n++] = c;
+  }
+  if (cpus[1] < 0) GTEST_SKIP() << "needs two CPUs";
+  auto pin = [](int c) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(c, &one);
+    return sched_setaffinity(0, sizeof one, &one) == 0 && sched_getcpu() == c;
+  };
+  ASSERT_TRUE(pin(cpus[0]));
+  Lookahead l;
+  l.KeepUntilFirst(30 * kMs, 500 * kMs);  // the one at at2 armed on cpus[0]
+  int slot = Lookahead::SlotAt(l.at2);
+  ASSERT_GE(slot, 0) << "no lookahead at the second expiry";
+  Parker& p = Parker::Current();
+  EXPECT_EQ(p.DebugLookaheadCpu(slot), cpus[0]);
+  int before = KernelTimerfdCpuAt(l.at2);
+  // A third timer, so that the next sleep arms the other slot and rests.
+  int t3 = l.AddTimer(3);
+  ASSERT_GE(t3, 0);
+  UArm(t3, 3000 * kMs);
+  ASSERT_TRUE(pin(cpus[1]));
+  std::atomic<int> during{-3};
+  std::thread look([&] {
+    if (Eventually([&] { return p.DebugParkedFd(); })) {
+      during = KernelTimerfdCpuAt(l.at2);
+    }
+  });
+  epoll_event ev{};
+  ASSERT_EQ(uepoll_epoll_wait(l.ep, &ev, 1, kExpiryWaitMs), 1);
+  look.join();
+  EXPECT_EQ(ev.data.u64, 2u);
+  EXPECT_GE(ClockNs(CLOCK_MONOTONIC), l.at2);
+  EXPECT_EQ(Lookahead::SlotAt(l.at2), slot);
+  EXPECT_EQ(p.DebugLookaheadCpu(slot), cpus[1]) << "left on the old CPU";
+  EXPECT_EQ(p.DebugLookaheadCpu(1 - slot), cpus[1]);
+  if (before >= 0) {
+    // The kernel's own view (where the list can be read and shows the
+    // timer): it moved from one CPU's queue to the other's while the
+    // keeper rested on it.
+    EXPECT_EQ(before, cpus[0]);
+    EXPECT_EQ(during, cpus[1]) << "the kernel still queues it elsewhere";
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof allowed, &allowed), 0);
+  uepoll_close(t3);
   l.Close();
   ExpectNoUepollLeaks();
 }
