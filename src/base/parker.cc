@@ -167,11 +167,12 @@ void ParkerRegistry::Child() {
   r.mu.Unlock();
 }
 
-bool Parker::AnyOtherParked() {
+bool Parker::AnyOtherParked(const Parker* except) {
   ParkerRegistry& r = ParkerRegistry::Get();
   MutexLock l(r.mu);
   for (ListNode* n = r.parkers.next; n != &r.parkers; n = n->next) {
     Parker* p = UEPOLL_CONTAINER_OF(n, Parker, registry_node_);
+    if (p == except) continue;
     // seq_cst: pairs with the parking exchange in ParkLoop (parker.h,
     // PublishTimerDue).
     if (p->state_.load(std::memory_order_seq_cst) < 0) return true;

@@ -203,8 +203,9 @@ class Parker {
   // ParkerRegistry). Idempotent per fork.
   static void ForkChildFirst();
   // Whether a thread other than the caller is parked now (a resigning
-  // keeper asks; the caller itself is not parked at that point).
-  static bool AnyOtherParked();
+  // keeper asks; the caller itself is not parked at that point), `except`'s
+  // not counted (the timer thread asks about all but the keeper's).
+  static bool AnyOtherParked(const Parker* except = nullptr);
 
   // For tests: whether the calling thread holds kernel descriptors for
   // descriptor sleeps, and which (-1 when not).

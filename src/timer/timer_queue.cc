@@ -243,6 +243,9 @@ int64_t TimerQueue::Cover(int64_t deadline_ns, bool can_keep, bool* keeper,
     if (d != kNsMax && can_keep && !exact_ && (*keeper || !keeper_)) {
       // Keeps even when its own deadline comes first: it then wakes
       // earlier than keeper_bound_, and resigns (which hands over).
+      const Parker* self = &Parker::Current();
+      if (!keeper_ || keeper_id_ != self) ++park_gen_;
+      keeper_id_ = self;
       keeper_ = true;
       keeper_bound_ = d;
       keeper_stalled_ = false;  // it is back, or a new one
@@ -252,17 +255,28 @@ int64_t TimerQueue::Cover(int64_t deadline_ns, bool can_keep, bool* keeper,
     } else {
       if (*keeper) {  // exact_ came, or nothing is armed any more
         keeper_ = false;
+        keeper_id_ = nullptr;
         keeper_bound_ = kNsMax;
         keeper_stalled_ = false;
         *keeper = false;
       }
+      // Another parked thread: the timer thread's scan (Run) is stale.
+      ++park_gen_;
       // This thread is parked and keeps nothing: a lapse ends here
       // (LapsedLocked), and if a timer is armed, someone must wake for it.
       if (LapsedLocked()) {
         dormant_ = false;
         PublishLocked();
       }
-      if (d != kNsMax && !CoveredLocked(d)) kick = KickLocked(d);
+      if (d != kNsMax && !CoveredLocked(d)) {
+        kick = KickLocked(d);
+      } else if (d != kNsMax && sleeping_ && dormant_ &&
+                 sleep_until_ == kNsMax) {
+        // Covered, but the timer thread sleeps with no backstop: it found
+        // the keeper alone (or slept through a lapse). Now this thread may
+        // wait for an expiry the keeper holds: wake it to set one.
+        kick = KickLocked(AddNsSat(d, kKeeperGraceNs));
+      }
     }
     (void)deadline_ns;
   }
@@ -275,8 +289,10 @@ void TimerQueue::Resign() {
   {
     MutexLock l(mu_);
     keeper_ = false;
+    keeper_id_ = nullptr;
     keeper_bound_ = kNsMax;
     keeper_stalled_ = false;
+    ++park_gen_;
     // Awake, the thread decides again (with no keeper: it sleeps until the
     // earliest expiry); not dormant and not sleeping past the earliest
     // expiry, it wakes for it anyway.
@@ -452,11 +468,18 @@ int64_t TimerQueue::NextAfterLocked(int64_t at) {
 }
 
 void TimerQueue::Run() {
+  // park_gen_ when a scan last found no thread parked but the keeper
+  // (kNoScan: none did since).
+  constexpr uint64_t kNoScan = ~uint64_t{0};
+  uint64_t alone_at = kNoScan;
   for (;;) {
     TimerNode* batch[kBatch];
     int n;
     int64_t sleep_until = kNsMax;
     uint32_t seen = 0;
+    bool scan = false;
+    uint64_t scan_gen = 0;
+    const Parker* keeper = nullptr;
     fire_mu_.Lock();
     {
       MutexLock l(mu_);
@@ -491,8 +514,20 @@ void TimerQueue::Run() {
           sleep_until = kNsMax;
         } else if (earliest_ != kNsMax && CoveredLocked(earliest_)) {
           dormant_ = true;
-          sleep_until = AddNsSat(keeper_bound_ > now ? keeper_bound_ : now,
-                                 kKeeperGraceNs);
+          if (alone_at == park_gen_) {
+            // No thread but the keeper is parked, and none has asked
+            // Cover since the scan that found so: nobody but the keeper
+            // can wait for an expiry, and a handler that holds it holds
+            // its own wait too. No backstop (a lapse's reasoning); the
+            // next thread that parks covered kicks (Cover).
+            sleep_until = kNsMax;
+          } else {
+            sleep_until = AddNsSat(keeper_bound_ > now ? keeper_bound_ : now,
+                                   kKeeperGraceNs);
+            scan = true;
+            scan_gen = park_gen_;
+            keeper = keeper_id_;
+          }
         } else {
           sleep_until = earliest_;
         }
@@ -502,6 +537,15 @@ void TimerQueue::Run() {
     }
     FireBatch(batch, n);
     fire_mu_.Unlock();
+    // The scan, outside mu_ (the registry's lock is taken before mu_ at a
+    // fork). A thread that parks after the scan's load of its state asks
+    // Cover after it: before the decision again (park_gen_ moved: the
+    // backstop stays and the scan is redone) or after it (it finds no
+    // backstop and kicks).
+    if (scan && !Parker::AnyOtherParked(keeper)) {
+      alone_at = scan_gen;
+      continue;  // decide again: with park_gen_ unmoved, no backstop
+    }
     if (n == 0) futex_.Wait(seen, sleep_until);
   }
 }

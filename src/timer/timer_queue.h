@@ -14,7 +14,8 @@
 //    sleeps on a futex until the earliest expiry nobody keeps for (while a
 //    keeper covers it, "dormant": only until a backstop, kKeeperGraceNs
 //    after the keeper's bound, to check the keeper is not held up by a
-//    signal handler; with nothing armed, or lapsed: no wakeups at all),
+//    signal handler, while another thread is parked; with nothing armed,
+//    lapsed, or the keeper the only parked thread: no wakeups at all),
 //    pops what is due and calls each node's fire
 //    function, which wakes the owner's wait queue through the normal
 //    WaitQueue::WakeUp path. It is kicked (one futex wake) when an expiry
@@ -227,9 +228,10 @@ class TimerQueue {
   long armed_ GUARDED_BY(mu_) = 0;
   bool started_ GUARDED_BY(mu_) = false;
   // The thread sleeps (or is about to) until sleep_until_ (monotonic ns);
-  // kNsMax while nothing is armed or lapsed. dormant_: a keeper covered
-  // the earliest expiry when it went to sleep, and sleep_until_ is that
-  // keeper's backstop (its bound plus kKeeperGraceNs).
+  // kNsMax while nothing is armed, lapsed, or alone with the keeper.
+  // dormant_: a keeper covered the earliest expiry when it went to sleep,
+  // and sleep_until_ is that keeper's backstop (its bound plus
+  // kKeeperGraceNs), or kNsMax if no other thread was parked (Run).
   bool sleeping_ GUARDED_BY(mu_) = false;
   bool dormant_ GUARDED_BY(mu_) = false;
   int64_t sleep_until_ GUARDED_BY(mu_) = kNsMax;
@@ -239,6 +241,12 @@ class TimerQueue {
   // when it last looked) and runs what is due, or resigns first.
   bool keeper_ GUARDED_BY(mu_) = false;
   int64_t keeper_bound_ GUARDED_BY(mu_) = kNsMax;
+  // The keeper's parker (compared, never used), and a count of the Covers
+  // of threads that do not keep, keeper changes and resignations: the
+  // timer thread's scan for other parked threads (Run) holds for as long
+  // as this count has not moved.
+  const Parker* keeper_id_ GUARDED_BY(mu_) = nullptr;
+  uint64_t park_gen_ GUARDED_BY(mu_) = 0;
   // The keeper was found kKeeperGraceNs past its bound without having run
   // what was due or slept again (Run): it covers nothing until its next
   // Cover or its Resign. Set by the thread, cleared there.

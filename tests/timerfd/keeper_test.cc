@@ -191,6 +191,53 @@ TEST(TimerKeeper, SingleWaiterRunsTheExpiriesItself) {
   ExpectNoUepollLeaks();
 }
 
+// A keeper with no other thread parked needs no backstop (docs/design.md,
+// "No backstop for a keeper alone"): nobody else can wait for an expiry it
+// holds. The timer thread sleeps through the expiries the keeper runs in
+// one long wait (timers outside its instance, one every 25 ms); with a
+// backstop it wakes a grace (20 ms) after each bound, once per expiry
+// here.
+TEST(TimerKeeper, KeeperAloneCostsTheTimerThreadNoWakeups) {
+  constexpr int kTimers = 16;
+  constexpr int64_t kApartNs = 25 * kMs;
+  int efd = uepoll_eventfd(0, EFD_NONBLOCK);
+  int ep = UEpollWith(efd, 1);
+  int t[kTimers + 1];
+  for (int& fd : t) fd = UTimer();
+  // t[0] first: the timer thread exists and has decided while this thread
+  // keeps before the measured wait starts.
+  UArm(t[0], 20 * kMs);
+  epoll_event ev;
+  ASSERT_EQ(uepoll_epoll_wait(ep, &ev, 1, 40), 0);
+  std::vector<pid_t> tt;
+  ASSERT_TRUE(Eventually([&] {
+    tt = ThreadsNamedForTest("uepoll-timer");
+    return tt.size() == 1;
+  }));
+  int64_t first = ClockNs(CLOCK_MONOTONIC) + kApartNs;
+  for (int i = 1; i <= kTimers; ++i) {
+    itimerspec v = Spec(first + (i - 1) * kApartNs);
+    ASSERT_EQ(uepoll_timerfd_settime(t[i], TFD_TIMER_ABSTIME, &v, nullptr), 0);
+  }
+  long before = VoluntarySwitches(tt[0]);
+  int64_t last = first + (kTimers - 1) * kApartNs;
+  int wait_ms = int((last - ClockNs(CLOCK_MONOTONIC)) / kMs) + 10;
+  ASSERT_EQ(uepoll_epoll_wait(ep, &ev, 1, wait_ms), 0);
+  long woke = VoluntarySwitches(tt[0]) - before;
+  for (int i = 0; i <= kTimers; ++i) {
+    uint64_t ticks = 0;
+    EXPECT_EQ(uepoll_read(t[i], &ticks, 8), 8) << "timer " << i;
+    EXPECT_EQ(ticks, 1u) << "timer " << i;
+  }
+  // One wake is allowed: the arming of t[1] may come while the thread
+  // sleeps for nothing armed.
+  EXPECT_LE(woke, 1) << "the timer thread kept a backstop";
+  for (int fd : t) uepoll_close(fd);
+  uepoll_close(ep);
+  uepoll_close(efd);
+  ExpectNoUepollLeaks();
+}
+
 // The keeper is woken by an unrelated event long before the expiry it
 // covers, while another thread waits for that expiry: the keeper hands
 // over to the timer thread as it leaves (Resign finds the thread parked).
