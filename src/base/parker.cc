@@ -559,12 +559,15 @@ Parker::Result Parker::ParkLoop(int parked_state, const Deadline& deadline,
   Result result = 0;
   bool woken = false;
   for (;;) {
-    // One load when nothing is armed; Timers exists once anything was.
+    // One load when nothing is armed; Timers exists once anything was. A
+    // keeper asks even then: its last expiry ran (or was disarmed), and
+    // Cover lets it go, or it would stay the keeper of a bound long past,
+    // covering the next arm that nobody then wakes for.
     Deadline bound = deadline;
     bool bounded = false;
     int64_t after = INT64_MAX;
     const Timers* timers = nullptr;
-    if (TimerDue() != INT64_MAX) {
+    if (TimerDue() != INT64_MAX || unparked.keeper) {
       timers = timers_.load(std::memory_order_acquire);
       int64_t at =
           timers->cover(deadline.at_ns(), can_keep, &unparked.keeper, &after);

@@ -161,6 +161,12 @@ void TimerQueue::Arm(TimerNode* n, TimerBase base, int64_t expires) {
     // nobody sleeps then, and whoever enters uepoll next runs it.
     if (n->index == 0 && !CoveredLocked(earliest_) && !LapsedLocked()) {
       kick = KickLocked(earliest_);
+    } else if (n->index == 0 && keeper_ && !alone_ && sleeping_ &&
+               sleep_until_ == kNsMax && !LapsedLocked()) {
+      // Covered, but the thread went to sleep with no timeout for an empty
+      // heap, without a scan: a thread parked then (which asked no Cover)
+      // may wait for this one. The thread decides again, scanning.
+      kick = KickLocked(0);
     }
   }
   if (kick) futex_.Wake();
@@ -222,12 +228,23 @@ bool TimerQueue::thread_dormant() {
   return sleeping_ && dormant_;
 }
 
+int64_t TimerQueue::keeper_bound() {
+  MutexLock l(mu_);
+  return keeper_ ? keeper_bound_ : kNsMax;
+}
+
+bool TimerQueue::thread_sleeps_unbounded() {
+  MutexLock l(mu_);
+  return sleeping_ && sleep_until_ == kNsMax;
+}
+
 // --- sleeps folded into expiries -------------------------------------------
 
 bool TimerQueue::KickLocked(int64_t at) {
   if (!sleeping_ || at >= sleep_until_) return false;
   sleep_until_ = at;
   dormant_ = false;
+  alone_ = false;
   futex_.Bump();
   return true;
 }
@@ -270,12 +287,12 @@ int64_t TimerQueue::Cover(int64_t deadline_ns, bool can_keep, bool* keeper,
       }
       if (d != kNsMax && !CoveredLocked(d)) {
         kick = KickLocked(d);
-      } else if (d != kNsMax && sleeping_ && dormant_ &&
-                 sleep_until_ == kNsMax) {
-        // Covered, but the timer thread sleeps with no backstop: it found
-        // the keeper alone (or slept through a lapse). Now this thread may
-        // wait for an expiry the keeper holds: wake it to set one.
-        kick = KickLocked(AddNsSat(d, kKeeperGraceNs));
+      } else if (keeper_ && sleeping_ && sleep_until_ == kNsMax) {
+        // A keeper, and the timer thread sleeps with no backstop (it found
+        // the keeper alone, or slept through a lapse or an empty heap).
+        // This thread may now wait for an expiry the keeper holds: wake
+        // the timer thread to decide again, with a backstop.
+        kick = KickLocked(0);
       }
     }
     (void)deadline_ns;
@@ -449,7 +466,8 @@ void TimerQueue::PublishLocked() {
   earliest_ = earliest;
   // Lapsed with nothing armed: not "nothing armed" for parking threads,
   // which must keep asking Cover (LapsedLocked). Never due (RunDueTimers).
-  int64_t due = earliest == kNsMax && LapsedLocked() ? kNsMax - 1 : earliest;
+  int64_t due =
+      earliest == kNsMax && (LapsedLocked() || alone_) ? kNsMax - 1 : earliest;
   if (Parker::TimerDue() != due) Parker::PublishTimerDue(due);
 }
 
@@ -472,6 +490,7 @@ void TimerQueue::Run() {
   // (kNoScan: none did since).
   constexpr uint64_t kNoScan = ~uint64_t{0};
   uint64_t alone_at = kNoScan;
+  bool scanned = false;  // one scan per wake: a busy count does not spin
   for (;;) {
     TimerNode* batch[kBatch];
     int n;
@@ -487,6 +506,7 @@ void TimerQueue::Run() {
       // nobody parked: the lapse goes on (LapsedLocked), nobody waits.
       bool lapsed = LapsedLocked();
       sleeping_ = false;
+      alone_ = false;
       if (!lapsed) dormant_ = false;
       int64_t now = ClockNowNs(TimerBase::kMonotonic);
       // A keeper that neither ran what was due at its bound nor slept
@@ -519,8 +539,9 @@ void TimerQueue::Run() {
             // Cover since the scan that found so: nobody but the keeper
             // can wait for an expiry, and a handler that holds it holds
             // its own wait too. No backstop (a lapse's reasoning); the
-            // next thread that parks covered kicks (Cover).
+            // next thread that parks kicks (Cover, alone_).
             sleep_until = kNsMax;
+            alone_ = true;
           } else {
             sleep_until = AddNsSat(keeper_bound_ > now ? keeper_bound_ : now,
                                    kKeeperGraceNs);
@@ -542,10 +563,12 @@ void TimerQueue::Run() {
     // Cover after it: before the decision again (park_gen_ moved: the
     // backstop stays and the scan is redone) or after it (it finds no
     // backstop and kicks).
-    if (scan && !Parker::AnyOtherParked(keeper)) {
+    if (scan && !scanned && !Parker::AnyOtherParked(keeper)) {
       alone_at = scan_gen;
+      scanned = true;
       continue;  // decide again: with park_gen_ unmoved, no backstop
     }
+    scanned = false;
     if (n == 0) futex_.Wait(seen, sleep_until);
   }
 }
@@ -579,6 +602,8 @@ void TimerQueue::ForkChild() NO_THREAD_SAFETY_ANALYSIS {
   q.sleeping_ = false;
   q.dormant_ = false;
   q.keeper_ = false;  // its thread does not exist here
+  q.keeper_id_ = nullptr;
+  q.alone_ = false;
   q.keeper_bound_ = kNsMax;
   q.keeper_stalled_ = false;
   q.PublishLocked();

@@ -139,6 +139,11 @@ class TimerQueue {
   // The timer thread sleeps past the earliest expiry (until the keeper's
   // backstop, or lapsed with no timeout), because a keeper covers it.
   bool thread_dormant() EXCLUDES(mu_);
+  // The timer thread sleeps with no timeout (for nothing armed, a lapse, or
+  // a keeper alone).
+  bool thread_sleeps_unbounded() EXCLUDES(mu_);
+  // The keeper's bound (kNsMax: no keeper).
+  int64_t keeper_bound() EXCLUDES(mu_);
   // Called on the thread that fires, just before each fire, outside every
   // lock but fire_mu_ (nullptr: none). For tests that hold a fire in
   // progress (tests/timerfd/race_test.cc); one load per fire (release and
@@ -247,6 +252,11 @@ class TimerQueue {
   // as this count has not moved.
   const Parker* keeper_id_ GUARDED_BY(mu_) = nullptr;
   uint64_t park_gen_ GUARDED_BY(mu_) = 0;
+  // The thread sleeps with no timeout because its scan found no thread
+  // but the keeper parked (Run). While set, an empty heap publishes "never
+  // due" rather than "nothing armed", so that every thread that parks asks
+  // Cover, which kicks (as a lapse does).
+  bool alone_ GUARDED_BY(mu_) = false;
   // The keeper was found kKeeperGraceNs past its bound without having run
   // what was due or slept again (Run): it covers nothing until its next
   // Cover or its Resign. Set by the thread, cleared there.

@@ -120,6 +120,65 @@ TEST_P(TimerfdHandler, ExpiryDoesNotWaitForAHandlerOnTheKeeper) {
   EXPECT_EQ(Ticks(t2), 1u);
 }
 
+// The same, where the waiter parks while nothing is armed (so it asks the
+// timer queue nothing as it parks) and the timer it waits for is armed
+// afterwards, behind the keeper's bound: the keeper (A, still the same
+// thread) takes that timer at its next bound, and the handler holds it
+// there. On uepoll the timer thread, which had found A the only parked
+// thread and slept with no backstop, must have been told of B (docs/
+// design.md, "No backstop for a keeper alone").
+TEST_P(TimerfdHandler, ExpiryArmedAfterAWaiterParkedOnNothingArmedIsServed) {
+  constexpr int64_t kBoundNs = 300 * kMs;
+  int x = Timerfd();  // A's bound, disarmed before B parks
+  int efd = Eventfd();
+  int aep = Epoll();
+  ASSERT_EQ(Ctl(aep, EPOLL_CTL_ADD, efd, EPOLLIN, 1), 0);
+  int y = Timerfd();
+  int yep = Epoll();
+  ASSERT_EQ(Ctl(yep, EPOLL_CTL_ADD, y, EPOLLIN, 9), 0);
+  int64_t bound = ClockNs(CLOCK_MONOTONIC) + kBoundNs;
+  Arm(x, kBoundNs);
+  Waiter a([&](epoll_event* evs) {
+    return B().epoll_wait(aep, evs, Waiter::kEvents, kWaitMs);
+  });
+  ASSERT_TRUE(a.Parked());
+  int early = Timerfd();
+  if (!IsKernel()) {
+    ASSERT_TRUE(Eventually([] { return TimerQueue::Get().has_keeper(); }));
+    Arm(early, 2 * kMs);  // the timer thread decides while A keeps
+    ASSERT_TRUE(Eventually([] { return TimerQueue::Get().thread_dormant(); }));
+  }
+  Arm(x, 0);  // nothing armed now (early has run on uepoll)
+  Waiter b([&](epoll_event* evs) {
+    return B().epoll_wait(yep, evs, Waiter::kEvents, -1);
+  });
+  ASSERT_TRUE(b.Parked());
+  int64_t due = bound + 200 * kMs;
+  Arm(y, due - ClockNs(CLOCK_MONOTONIC));
+  if (!IsKernel()) {
+    // A woke at its bound and keeps y.
+    ASSERT_TRUE(Eventually([&] {
+      int64_t kb = TimerQueue::Get().keeper_bound();
+      return kb != INT64_MAX && kb > bound + 100 * kMs;
+    }));
+  }
+  ASSERT_LT(ClockNs(CLOCK_MONOTONIC), due) << "setup outlasted the timer";
+  ASSERT_EQ(pthread_kill(a.handle(), SIGUSR1), 0);
+  pollfd p{g_entered[0], POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, kExpiryWaitMs), 1) << "the handler never ran";
+  bool served = Eventually([&] { return b.Done(); });
+  EXPECT_TRUE(served) << "the expiry waited for the handler";
+  char c = 1;
+  ASSERT_EQ(::write(g_release[1], &c, 1), 1);
+  ASSERT_TRUE(b.WaitDone());
+  EXPECT_EQ(b.result(), 1);
+  EXPECT_EQ(b.event(0).data.u64, 9u);
+  ASSERT_TRUE(a.WaitDone());
+  EXPECT_EQ(a.result(), -1);
+  EXPECT_EQ(a.error(), EINTR);
+  EXPECT_EQ(Ticks(y), 1u);
+}
+
 UEPOLL_INSTANTIATE_BACKENDS(TimerfdHandler);
 
 }  // namespace

@@ -192,7 +192,7 @@ TEST(TimerKeeper, SingleWaiterRunsTheExpiriesItself) {
 }
 
 // A keeper with no other thread parked needs no backstop (docs/design.md,
-// "No backstop for a keeper alone"): nobody else can wait for an expiry it
+// "No backstop for a keeper alone"): nobody else waits for an expiry it
 // holds. The timer thread sleeps through the expiries the keeper runs in
 // one long wait (timers outside its instance, one every 25 ms); with a
 // backstop it wakes a grace (20 ms) after each bound, once per expiry
@@ -202,38 +202,85 @@ TEST(TimerKeeper, KeeperAloneCostsTheTimerThreadNoWakeups) {
   constexpr int64_t kApartNs = 25 * kMs;
   int efd = uepoll_eventfd(0, EFD_NONBLOCK);
   int ep = UEpollWith(efd, 1);
-  int t[kTimers + 1];
+  int t[kTimers];
   for (int& fd : t) fd = UTimer();
-  // t[0] first: the timer thread exists and has decided while this thread
-  // keeps before the measured wait starts.
-  UArm(t[0], 20 * kMs);
-  epoll_event ev;
-  ASSERT_EQ(uepoll_epoll_wait(ep, &ev, 1, 40), 0);
+  int64_t first = ClockNs(CLOCK_MONOTONIC) + 2 * kApartNs;
+  for (int i = 0; i < kTimers; ++i) {
+    itimerspec v = Spec(first + i * kApartNs);
+    ASSERT_EQ(uepoll_timerfd_settime(t[i], TFD_TIMER_ABSTIME, &v, nullptr), 0);
+  }
   std::vector<pid_t> tt;
   ASSERT_TRUE(Eventually([&] {
     tt = ThreadsNamedForTest("uepoll-timer");
     return tt.size() == 1;
   }));
-  int64_t first = ClockNs(CLOCK_MONOTONIC) + kApartNs;
-  for (int i = 1; i <= kTimers; ++i) {
-    itimerspec v = Spec(first + (i - 1) * kApartNs);
-    ASSERT_EQ(uepoll_timerfd_settime(t[i], TFD_TIMER_ABSTIME, &v, nullptr), 0);
-  }
-  long before = VoluntarySwitches(tt[0]);
+  // Counted from the thread's first decision with this thread keeping (at
+  // the first expiry, which it sleeps until); the block that follows that
+  // decision may still be counted.
+  long before = -1;
+  std::thread count([&] {
+    if (Eventually([] { return TimerQueue::Get().thread_dormant(); })) {
+      before = VoluntarySwitches(tt[0]);
+    }
+  });
   int64_t last = first + (kTimers - 1) * kApartNs;
   int wait_ms = int((last - ClockNs(CLOCK_MONOTONIC)) / kMs) + 10;
+  epoll_event ev;
   ASSERT_EQ(uepoll_epoll_wait(ep, &ev, 1, wait_ms), 0);
+  count.join();
+  ASSERT_GE(before, 0) << "the timer thread never went dormant";
   long woke = VoluntarySwitches(tt[0]) - before;
-  for (int i = 0; i <= kTimers; ++i) {
+  for (int i = 0; i < kTimers; ++i) {
     uint64_t ticks = 0;
     EXPECT_EQ(uepoll_read(t[i], &ticks, 8), 8) << "timer " << i;
     EXPECT_EQ(ticks, 1u) << "timer " << i;
   }
-  // One wake is allowed: the arming of t[1] may come while the thread
-  // sleeps for nothing armed.
   EXPECT_LE(woke, 1) << "the timer thread kept a backstop";
   for (int fd : t) uepoll_close(fd);
   uepoll_close(ep);
+  uepoll_close(efd);
+  ExpectNoUepollLeaks();
+}
+
+// A keeper whose last timer ran, asleep on with nothing armed, keeps
+// nothing: a timer armed after that is not left to it. Another thread's
+// wait for that timer is served at its expiry, by the timer thread, while
+// the old keeper still sleeps (it kept a bound long past before, which
+// covered the new timer, and the timer thread, asleep for an empty heap,
+// was never told).
+TEST(TimerKeeper, KeeperWhoseLastTimerRanKeepsNothingAfter) {
+  int efd = uepoll_eventfd(0, EFD_NONBLOCK);
+  int kep = UEpollWith(efd, 1);
+  int x = UTimer();
+  int y = UTimer();
+  int yep = UEpollWith(y, 2);
+  UArm(x, 20 * kMs);
+  Waiter k([&](epoll_event* evs) {
+    return uepoll_epoll_wait(kep, evs, Waiter::kEvents, kWaitMs);
+  });
+  ASSERT_TRUE(k.Parked());
+  // x runs (on the keeper or the timer thread), and nothing is armed.
+  ASSERT_TRUE(Eventually([] { return TimerQueue::Get().armed() == 0; }));
+  ASSERT_TRUE(
+      Eventually([] { return TimerQueue::Get().thread_sleeps_unbounded(); }));
+  EXPECT_TRUE(Eventually([] { return !TimerQueue::Get().has_keeper(); }))
+      << "still the keeper of x's bound";
+  UArm(y, 50 * kMs);
+  epoll_event ev{};
+  ASSERT_EQ(uepoll_epoll_wait(yep, &ev, 1, kExpiryWaitMs), 1)
+      << "y's expiry was left to the sleeping keeper";
+  EXPECT_EQ(ev.data.u64, 2u);
+  EXPECT_FALSE(k.Done());
+  uint64_t one = 1;
+  ASSERT_EQ(uepoll_write(efd, &one, 8), 8);
+  ASSERT_TRUE(k.WaitDone());
+  EXPECT_EQ(k.result(), 1);
+  uint64_t ticks = 0;
+  EXPECT_EQ(uepoll_read(x, &ticks, 8), 8);
+  uepoll_close(yep);
+  uepoll_close(y);
+  uepoll_close(x);
+  uepoll_close(kep);
   uepoll_close(efd);
   ExpectNoUepollLeaks();
 }
