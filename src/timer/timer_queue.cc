@@ -468,7 +468,13 @@ void TimerQueue::PublishLocked() {
   // which must keep asking Cover (LapsedLocked). Never due (RunDueTimers).
   int64_t due =
       earliest == kNsMax && (LapsedLocked() || alone_) ? kNsMax - 1 : earliest;
-  if (Parker::TimerDue() != due) Parker::PublishTimerDue(due);
+  if (Parker::TimerDue() != due) {
+    // A thread that loads "nothing armed" parks without asking Cover: a
+    // scan of the parkers made before this publication no longer stands
+    // for it (Run), since only the count says so.
+    if (due == kNsMax) ++park_gen_;
+    Parker::PublishTimerDue(due);
+  }
 }
 
 int64_t TimerQueue::NextAfterLocked(int64_t at) {
@@ -534,7 +540,7 @@ void TimerQueue::Run() {
           sleep_until = kNsMax;
         } else if (earliest_ != kNsMax && CoveredLocked(earliest_)) {
           dormant_ = true;
-          if (alone_at == park_gen_) {
+          if (alone_at == park_gen_ && scanned) {
             // No thread but the keeper is parked, and none has asked
             // Cover since the scan that found so: nobody but the keeper
             // can wait for an expiry, and a handler that holds it holds

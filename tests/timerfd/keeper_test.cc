@@ -216,7 +216,8 @@ TEST(TimerKeeper, KeeperAloneCostsTheTimerThreadNoWakeups) {
   }));
   // Counted from the thread's first decision with this thread keeping (at
   // the first expiry, which it sleeps until); the block that follows that
-  // decision may still be counted.
+  // decision may still be counted, and one on the queue's lock taken
+  // against this thread's in that decision.
   long before = -1;
   std::thread count([&] {
     if (Eventually([] { return TimerQueue::Get().thread_dormant(); })) {
@@ -235,7 +236,7 @@ TEST(TimerKeeper, KeeperAloneCostsTheTimerThreadNoWakeups) {
     EXPECT_EQ(uepoll_read(t[i], &ticks, 8), 8) << "timer " << i;
     EXPECT_EQ(ticks, 1u) << "timer " << i;
   }
-  EXPECT_LE(woke, 1) << "the timer thread kept a backstop";
+  EXPECT_LE(woke, 2) << "the timer thread kept a backstop";
   for (int fd : t) uepoll_close(fd);
   uepoll_close(ep);
   uepoll_close(efd);
