@@ -279,6 +279,14 @@ int64_t TimerQueue::Cover(int64_t deadline_ns, bool can_keep, bool* keeper,
       }
       // Another parked thread: the timer thread's scan (Run) is stale.
       ++park_gen_;
+      if (keeper_ && !keeper_stalled_ && keeper_id_ == &Parker::Current()) {
+        // The keeper's own thread parks, not as the keeper: a signal
+        // handler runs on it during its sleep and waits in uepoll. The
+        // keeper is held until that handler returns: it covers nothing
+        // (the scan skips the keeper's parker, so no backstop would ever
+        // see this wait), and the timer thread serves the expiries.
+        keeper_stalled_ = true;
+      }
       // This thread is parked and keeps nothing: a lapse ends here
       // (LapsedLocked), and if a timer is armed, someone must wake for it.
       if (LapsedLocked()) {

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <memory>
 #include <thread>
 
 #include "threads/waiter.h"
@@ -52,6 +53,49 @@ class TimerfdHandler : public TimerfdTest {
   struct sigaction old_ {};
   // The scenario of the ParkedOnNothingArmed tests below.
   void ParkedOnNothingArmed(bool earlier);
+  // An instance holding fd, reported with `data`.
+  int EpollWith(int fd, uint64_t data) {
+    int ep = Epoll();
+    EXPECT_EQ(Ctl(ep, EPOLL_CTL_ADD, fd, EPOLLIN, data), 0);
+    return ep;
+  }
+  // Runs the blocking handler on a's thread, returning once it runs.
+  void HoldInHandler(Waiter& a) {
+    ASSERT_EQ(pthread_kill(a.handle(), SIGUSR1), 0);
+    pollfd p{g_entered[0], POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, kExpiryWaitMs), 1) << "the handler never ran";
+  }
+  // Lets the handler go; b got its timer (data 9), a's wait failed EINTR.
+  void ReleaseAndCheck(Waiter& a, Waiter& b) {
+    char c = 1;
+    ASSERT_EQ(::write(g_release[1], &c, 1), 1);
+    ASSERT_TRUE(b.WaitDone());
+    EXPECT_EQ(b.result(), 1);
+    EXPECT_EQ(b.event(0).data.u64, 9u);
+    ASSERT_TRUE(a.WaitDone());
+    EXPECT_EQ(a.result(), -1);
+    EXPECT_EQ(a.error(), EINTR);
+  }
+  // Thread A, waiting on aep; on uepoll it keeps, and `early` (armed here,
+  // before A's bound) made the timer thread decide while A keeps: it runs
+  // `early`, then finds A covering the rest and sleeps past the expiry.
+  // Null if A never parked, kept, or the timer thread never decided.
+  std::unique_ptr<Waiter> ParkKeeper(int aep, int early) {
+    auto a = std::make_unique<Waiter>([this, aep](epoll_event* evs) {
+      return B().epoll_wait(aep, evs, Waiter::kEvents, kWaitMs);
+    });
+    if (!a->Parked()) return nullptr;
+    if (!IsKernel()) {
+      if (!Eventually([] { return TimerQueue::Get().has_keeper(); })) {
+        return nullptr;
+      }
+      Arm(early, 2 * kMs);
+      if (!Eventually([] { return TimerQueue::Get().thread_dormant(); })) {
+        return nullptr;
+      }
+    }
+    return a;
+  }
 };
 
 // How far ahead the expiry is armed: the setup (threads parked, the timer
@@ -65,32 +109,20 @@ constexpr int64_t kAheadNs = 3000 * kMs;
 // EINTR, as epoll_wait does after a handler.
 TEST_P(TimerfdHandler, ExpiryDoesNotWaitForAHandlerOnTheKeeper) {
   int t = Timerfd();
-  int tep = Epoll();
-  ASSERT_EQ(Ctl(tep, EPOLL_CTL_ADD, t, EPOLLIN, 9), 0);
+  int tep = EpollWith(t, 9);
   int efd = Eventfd();
-  int aep = Epoll();
-  ASSERT_EQ(Ctl(aep, EPOLL_CTL_ADD, efd, EPOLLIN, 1), 0);
+  int aep = EpollWith(efd, 1);
   int64_t due = ClockNs(CLOCK_MONOTONIC) + kAheadNs;
   Arm(t, kAheadNs);
-  Waiter a([&](epoll_event* evs) {
-    return B().epoll_wait(aep, evs, Waiter::kEvents, kWaitMs);
-  });
-  ASSERT_TRUE(a.Parked());
   int early = Timerfd();
-  if (!IsKernel()) {
-    ASSERT_TRUE(Eventually([] { return TimerQueue::Get().has_keeper(); }));
-    // Earlier than the keeper's bound: the timer thread runs it, then
-    // finds A covering the rest and sleeps past the expiry.
-    Arm(early, 2 * kMs);
-    ASSERT_TRUE(Eventually([] { return TimerQueue::Get().thread_dormant(); }));
-  }
+  std::unique_ptr<Waiter> keeper = ParkKeeper(aep, early);
+  ASSERT_TRUE(keeper) << "A never kept, or the timer thread never decided";
+  Waiter& a = *keeper;
   Waiter b([&](epoll_event* evs) {
     return B().epoll_wait(tep, evs, Waiter::kEvents, -1);
   });
   ASSERT_TRUE(b.Parked());
-  ASSERT_EQ(pthread_kill(a.handle(), SIGUSR1), 0);
-  pollfd p{g_entered[0], POLLIN, 0};
-  ASSERT_EQ(::poll(&p, 1, kExpiryWaitMs), 1) << "the handler never ran";
+  HoldInHandler(a);
   ASSERT_LT(ClockNs(CLOCK_MONOTONIC), due) << "setup outlasted kAheadNs";
   // The handler blocks on A until released: B is served meanwhile.
   bool served = Eventually([&] { return b.Done(); });
@@ -99,8 +131,7 @@ TEST_P(TimerfdHandler, ExpiryDoesNotWaitForAHandlerOnTheKeeper) {
   // the held keeper, found past its bound, covers nothing any more, so
   // the arming wakes the timer thread).
   int t2 = Timerfd();
-  int t2ep = Epoll();
-  ASSERT_EQ(Ctl(t2ep, EPOLL_CTL_ADD, t2, EPOLLIN, 2), 0);
+  int t2ep = EpollWith(t2, 2);
   Waiter c2([&](epoll_event* evs) {
     return B().epoll_wait(t2ep, evs, Waiter::kEvents, -1);
   });
@@ -108,14 +139,7 @@ TEST_P(TimerfdHandler, ExpiryDoesNotWaitForAHandlerOnTheKeeper) {
   Arm(t2, 1 * kMs);
   EXPECT_TRUE(Eventually([&] { return c2.Done(); }))
       << "a timer armed during the handler waited for it";
-  char c = 1;
-  ASSERT_EQ(::write(g_release[1], &c, 1), 1);
-  ASSERT_TRUE(b.WaitDone());
-  EXPECT_EQ(b.result(), 1);
-  EXPECT_EQ(b.event(0).data.u64, 9u);
-  ASSERT_TRUE(a.WaitDone());
-  EXPECT_EQ(a.result(), -1);
-  EXPECT_EQ(a.error(), EINTR);
+  ReleaseAndCheck(a, b);
   EXPECT_EQ(Ticks(t), 1u);
   ASSERT_TRUE(c2.WaitDone());
   EXPECT_EQ(c2.result(), 1);
@@ -136,23 +160,15 @@ void TimerfdHandler::ParkedOnNothingArmed(bool earlier) {
   constexpr int64_t kBoundNs = 1000 * kMs;  // room for a loaded machine
   int x = Timerfd();  // A's bound, disarmed before B parks
   int efd = Eventfd();
-  int aep = Epoll();
-  ASSERT_EQ(Ctl(aep, EPOLL_CTL_ADD, efd, EPOLLIN, 1), 0);
+  int aep = EpollWith(efd, 1);
   int y = Timerfd();
-  int yep = Epoll();
-  ASSERT_EQ(Ctl(yep, EPOLL_CTL_ADD, y, EPOLLIN, 9), 0);
+  int yep = EpollWith(y, 9);
   int64_t bound = ClockNs(CLOCK_MONOTONIC) + kBoundNs;
   Arm(x, kBoundNs);
-  Waiter a([&](epoll_event* evs) {
-    return B().epoll_wait(aep, evs, Waiter::kEvents, kWaitMs);
-  });
-  ASSERT_TRUE(a.Parked());
   int early = Timerfd();
-  if (!IsKernel()) {
-    ASSERT_TRUE(Eventually([] { return TimerQueue::Get().has_keeper(); }));
-    Arm(early, 2 * kMs);  // the timer thread decides while A keeps
-    ASSERT_TRUE(Eventually([] { return TimerQueue::Get().thread_dormant(); }));
-  }
+  std::unique_ptr<Waiter> keeper = ParkKeeper(aep, early);
+  ASSERT_TRUE(keeper) << "A never kept, or the timer thread never decided";
+  Waiter& a = *keeper;
   if (earlier) {
     Arm(early, 50 * kMs);  // before A's bound: the timer thread's
     Arm(x, 0);
@@ -179,19 +195,10 @@ void TimerfdHandler::ParkedOnNothingArmed(bool earlier) {
     }));
   }
   ASSERT_LT(ClockNs(CLOCK_MONOTONIC), due) << "setup outlasted the timer";
-  ASSERT_EQ(pthread_kill(a.handle(), SIGUSR1), 0);
-  pollfd p{g_entered[0], POLLIN, 0};
-  ASSERT_EQ(::poll(&p, 1, kExpiryWaitMs), 1) << "the handler never ran";
+  HoldInHandler(a);
   bool served = Eventually([&] { return b.Done(); });
   EXPECT_TRUE(served) << "the expiry waited for the handler";
-  char c = 1;
-  ASSERT_EQ(::write(g_release[1], &c, 1), 1);
-  ASSERT_TRUE(b.WaitDone());
-  EXPECT_EQ(b.result(), 1);
-  EXPECT_EQ(b.event(0).data.u64, 9u);
-  ASSERT_TRUE(a.WaitDone());
-  EXPECT_EQ(a.result(), -1);
-  EXPECT_EQ(a.error(), EINTR);
+  ReleaseAndCheck(a, b);
   EXPECT_EQ(Ticks(y), 1u);
 }
 

@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -283,6 +284,59 @@ TEST(TimerKeeper, KeeperWhoseLastTimerRanKeepsNothingAfter) {
   uepoll_close(x);
   uepoll_close(kep);
   uepoll_close(efd);
+  ExpectNoUepollLeaks();
+}
+
+// A signal handler that runs on the keeper during its sleep and waits in
+// uepoll for a timer (a poll(), here) parks on the keeper's own thread:
+// nothing else runs that expiry while the handler holds the keeper, and
+// the scan of other parked threads cannot see it (it is the keeper's).
+// The kernel's poll() returns at the expiry; so must this one, not at its
+// timeout.
+int g_nested_fd = -1;
+std::atomic<int> g_nested_result{-2};
+
+void NestedPollHandler(int) {
+  int saved = errno;
+  pollfd p{g_nested_fd, POLLIN, 0};
+  g_nested_result.store(uepoll_poll(&p, 1, kExpiryWaitMs));
+  errno = saved;
+}
+
+TEST(TimerKeeper, HandlerOnTheKeeperThatWaitsForATimerIsServed) {
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = NestedPollHandler;  // no SA_RESTART
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &sa, &old), 0);
+  int t = UTimer();
+  g_nested_fd = t;
+  g_nested_result = -2;
+  int efd = uepoll_eventfd(0, EFD_NONBLOCK);
+  int ep = UEpollWith(efd, 1);
+  int early = UTimer();
+  UArm(t, 1000 * kMs);
+  Waiter a([&](epoll_event* evs) {
+    return uepoll_epoll_wait(ep, evs, Waiter::kEvents, kWaitMs);
+  });
+  ASSERT_TRUE(a.Parked());
+  ASSERT_TRUE(Eventually([] { return TimerQueue::Get().has_keeper(); }));
+  UArm(early, 2 * kMs);  // the timer thread decides while A keeps alone
+  ASSERT_TRUE(Eventually([] { return TimerQueue::Get().thread_dormant(); }));
+  ASSERT_EQ(pthread_kill(a.handle(), SIGUSR2), 0);
+  ASSERT_TRUE(a.WaitDone());
+  EXPECT_EQ(a.result(), -1);
+  EXPECT_EQ(a.error(), EINTR);
+  EXPECT_EQ(g_nested_result.load(), 1)
+      << "the handler's poll missed the expiry";
+  uint64_t ticks = 0;
+  EXPECT_EQ(uepoll_read(t, &ticks, 8), 8);
+  EXPECT_EQ(ticks, 1u);
+  sigaction(SIGUSR2, &old, nullptr);
+  uepoll_close(early);
+  uepoll_close(ep);
+  uepoll_close(efd);
+  uepoll_close(t);
   ExpectNoUepollLeaks();
 }
 
