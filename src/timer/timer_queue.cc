@@ -233,6 +233,11 @@ int64_t TimerQueue::keeper_bound() {
   return keeper_ ? keeper_bound_ : kNsMax;
 }
 
+bool TimerQueue::keeper_stalled() {
+  MutexLock l(mu_);
+  return keeper_ && keeper_stalled_;
+}
+
 bool TimerQueue::thread_sleeps_unbounded() {
   MutexLock l(mu_);
   return sleeping_ && sleep_until_ == kNsMax;

@@ -144,6 +144,9 @@ class TimerQueue {
   bool thread_sleeps_unbounded() EXCLUDES(mu_);
   // The keeper's bound (kNsMax: no keeper).
   int64_t keeper_bound() EXCLUDES(mu_);
+  // The timer thread found the keeper held past its bound (or a park on
+  // its own thread said so) and relies on it for nothing.
+  bool keeper_stalled() EXCLUDES(mu_);
   // Called on the thread that fires, just before each fire, outside every
   // lock but fire_mu_ (nullptr: none). For tests that hold a fire in
   // progress (tests/timerfd/race_test.cc); one load per fire (release and
