@@ -10,14 +10,17 @@
 #include "base/signal_defer.h"
 
 namespace uepoll::impl {
+
+// Trivially destructible, so still readable from other thread_local
+// destructors that run after Releaser's.
+__thread BorrowRecord* t_borrow_record
+    __attribute__((tls_model("initial-exec"))) = nullptr;
+
 namespace {
 
 // Every record ever made; pushed at the head, never removed or freed.
 std::atomic<BorrowRecord*> g_records{nullptr};
 
-// Trivially destructible, so still readable from other thread_local
-// destructors that run after Releaser's.
-thread_local BorrowRecord* tl_record = nullptr;
 thread_local bool tl_exited = false;
 
 // Hands the record back when the thread exits. A thread that exits holds
@@ -25,10 +28,10 @@ thread_local bool tl_exited = false;
 struct Releaser {
   bool armed = false;
   ~Releaser() {
-    if (tl_record) {
+    if (t_borrow_record) {
       // Release: a thread that takes the record next sees it clean.
-      tl_record->in_use.store(false, std::memory_order_release);
-      tl_record = nullptr;
+      t_borrow_record->in_use.store(false, std::memory_order_release);
+      t_borrow_record = nullptr;
     }
     tl_exited = true;
   }
@@ -72,7 +75,7 @@ BorrowRecord* AcquireRecord() {
 void ForkChild() {
   for (BorrowRecord* r = g_records.load(std::memory_order_relaxed); r;
        r = r->next) {
-    if (r == tl_record) continue;
+    if (r == t_borrow_record) continue;
     for (int i = 0; i < BorrowRecord::kSlots; ++i) {
       r->hazard[i].store(nullptr, std::memory_order_relaxed);
       r->valid[i] = false;
@@ -94,7 +97,7 @@ int BorrowRecord::FreeSlot() const {
 }
 
 BorrowRecord* MyBorrowRecord() {
-  if (tl_record) return tl_record;
+  if (t_borrow_record) return t_borrow_record;
   if (tl_exited) return nullptr;
   // A thread's first borrow inside a signal handler: the registration of
   // tl_releaser's destructor and a new record would call malloc, which the
@@ -103,8 +106,8 @@ BorrowRecord* MyBorrowRecord() {
   if (InSignalHandler()) return nullptr;
   tl_releaser.armed = true;  // constructs it, so its destructor will run
   Parker::SetBeforeSleep(PinBorrowed);  // before this thread's first borrow
-  tl_record = AcquireRecord();
-  return tl_record;
+  t_borrow_record = AcquireRecord();
+  return t_borrow_record;
 }
 
 void FileBorrow::Reset() {
@@ -116,6 +119,10 @@ void FileBorrow::Reset() {
     f_->Unref();
   } else {
     rec_->valid[slot_] = false;
+    std::atomic<uint32_t>& ended = rec_->ended[slot_];
+    // Release, as the hazard's store below: for WaitForOtherBorrowers.
+    ended.store(ended.load(std::memory_order_relaxed) + 1,
+                std::memory_order_release);
     // Release: every access this call made to *f_ happens before a closer
     // that sees the hazard gone (its acquire load) drops the last reference.
     rec_->hazard[slot_].store(nullptr, std::memory_order_release);
@@ -124,7 +131,7 @@ void FileBorrow::Reset() {
 }
 
 void PinBorrowed() {
-  BorrowRecord* r = tl_record;
+  BorrowRecord* r = t_borrow_record;
   if (!r) return;
   for (int i = 0; i < BorrowRecord::kSlots; ++i) {
     File* f = r->hazard[i].load(std::memory_order_relaxed);
@@ -155,6 +162,36 @@ void WaitUntilUnborrowed(File* f) {
   for (BorrowRecord* r = g_records.load(std::memory_order_seq_cst); r;
        r = r->next) {
     WaitUntilUnborrowedIn(f, r);
+  }
+}
+
+void WaitForOtherBorrowers(const File* f) {
+  bool pinned = false;
+  for (BorrowRecord* r = g_records.load(std::memory_order_seq_cst); r;
+       r = r->next) {
+    if (r == t_borrow_record) continue;
+    for (int i = 0; i < BorrowRecord::kSlots; ++i) {
+      // seq_cst: after the remover's seq_cst store that took the thing out
+      // of reach (WaitQueue::SetSoloLocked), against the borrower's seq_cst
+      // hazard store before its load of that thing.
+      if (r->hazard[i].load(std::memory_order_seq_cst) != f) continue;
+      // That borrow, or a later one (the count was raised before the
+      // hazard was stored again), ends when the count moves: a thread that
+      // borrows f again and again never makes us wait for the next one.
+      uint32_t ended = r->ended[i].load(std::memory_order_acquire);
+      if (!pinned) {
+        // The borrower may be a closer of something this thread borrowed,
+        // or wait for a closer that does: this thread's borrows become
+        // references before it waits.
+        PinBorrowed();
+        pinned = true;
+      }
+      for (int spins = 0; r->hazard[i].load(std::memory_order_seq_cst) == f &&
+                          r->ended[i].load(std::memory_order_acquire) == ended;
+           ++spins) {
+        Backoff(spins);
+      }
+    }
   }
 }
 

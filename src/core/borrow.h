@@ -56,6 +56,10 @@ struct alignas(64) BorrowRecord {
 
   // Written by the owner, read by closers (WaitUntilUnborrowed).
   std::atomic<File*> hazard[kSlots] = {};
+  // How many borrows each hazard slot has ended: written by the owner,
+  // read by WaitForOtherBorrowers, which waits for one borrow to end, not
+  // for the slot to stop naming a file that the owner keeps borrowing.
+  std::atomic<uint32_t> ended[kSlots] = {};
   // Owner only: hazards PinBorrowed() turned into counted references.
   File* pinned[kSlots] = {};
   // Owner only: the hazard was validated against its slot. PinBorrowed
@@ -105,6 +109,27 @@ class FileBorrow {
 // record could not be allocated): callers then take a counted reference.
 BorrowRecord* MyBorrowRecord();
 
+// The calling thread's record once it has one (MyBorrowRecord), else
+// null. initial-exec, as t_signal_defer (base/signal_defer.h): an inline
+// %fs-relative load.
+extern __thread BorrowRecord* t_borrow_record
+    __attribute__((tls_model("initial-exec")));
+
+// Whether the calling thread holds a validated borrow of f: f cannot be
+// freed, and every closer and WaitForOtherBorrowers(f) waits for it, until
+// the call that made it returns (or pins it: a caller that relies on it
+// keeps signal handlers waiting, base/signal_defer.h).
+inline bool HoldsBorrowOf(const File* f) {
+  BorrowRecord* r = t_borrow_record;
+  if (!r) return false;
+  for (int i = 0; i < BorrowRecord::kSlots; ++i) {
+    if (r->valid[i] && r->hazard[i].load(std::memory_order_relaxed) == f) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Before a thread sleeps (Parker's hook), spins in a wait or raises a
 // signal: its borrows become counted references, so that closers need not
 // wait for it.
@@ -116,6 +141,15 @@ void PinBorrowed();
 void WaitUntilUnborrowed(File* f);
 // The same, when only one record can hold such a borrow (rec may be null).
 void WaitUntilUnborrowedIn(File* f, BorrowRecord* rec);
+
+// For the remover of something that threads holding a borrow of f may
+// reach without a lock (WaitQueue::WakeUpBorrowed), once it is out of
+// their reach: returns once every other thread's borrow of f that may
+// have started before has ended. The caller's own borrows are not waited
+// for; if it has to wait, they are pinned first (PinBorrowed), so that no
+// closer waits for the caller while the caller waits. Call with no lock
+// held. f is only compared, never used: it may have been freed.
+void WaitForOtherBorrowers(const File* f);
 
 }  // namespace uepoll::impl
 

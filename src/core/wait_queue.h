@@ -14,6 +14,15 @@
 // function is not running and will not run: the owner may free the entry.
 // Lock order: a queue's lock_ is taken before the lock of the instance an
 // entry belongs to (Eventpoll::lock_), see docs/design.md.
+//
+// The one exception, a lockless wakeup (WakeUpBorrowed; eventfds use it):
+// while the queue's only entry is an epoll item (solo_), a waker that
+// holds a borrow of the queue's file calls that item's function without
+// lock_. Such a waker may still be inside the function after Remove()
+// returns, so the remover of an entry that Remove() marked kDrainWakers
+// waits for the borrows of the file before it frees the entry
+// (WaitForOtherBorrowers, core/borrow.h; docs/design.md, "Lockless
+// eventfd wakeups").
 #ifndef UEPOLL_SRC_CORE_WAIT_QUEUE_H_
 #define UEPOLL_SRC_CORE_WAIT_QUEUE_H_
 
@@ -26,6 +35,8 @@
 
 namespace uepoll::impl {
 
+class File;
+
 // Who an entry belongs to, which decides the function WakeUp calls. A tag
 // rather than a function pointer keeps an epoll item 8 bytes smaller (one
 // item per registration: see BENCHMARKS.md, bytes per registration).
@@ -37,6 +48,9 @@ enum class WaitKind : uint16_t {
 
 struct WaitEntry {
   static constexpr uint16_t kExclusive = 1;
+  // Set by RemoveLocked on an entry of a queue that lockless wakers have
+  // used: one may still be running the entry's function (see above).
+  static constexpr uint16_t kDrainWakers = 2;
 
   ListNode node;  // guarded by the queue's lock_
   WaitKind kind = WaitKind::kThread;
@@ -76,6 +90,12 @@ class WaitQueue {
     WakeUpLocked(key, nr_exclusive);
   }
   void WakeUpLocked(uint32_t key, int nr_exclusive) REQUIRES(lock_);
+  // WakeUp(key, 1) for a source whose state the caller has just changed
+  // with a seq_cst read-modify-write, without lock_ when the only entry is
+  // an epoll item (solo_). The caller holds a borrow of the file that owns
+  // the queue (FdTable::Borrow: a hazard in its record, which is what the
+  // remover of that entry waits for); without one, it takes lock_.
+  void WakeUpBorrowed(const File* owner, uint32_t key) EXCLUDES(lock_);
   // An exclusive waiter that a wake picked is leaving without having
   // looked at what it was woken for (a cancellation unwinds it): the
   // wakeup goes to the next exclusive entry, as the kernel's does when the
@@ -93,8 +113,9 @@ class WaitQueue {
   // that seq_cst orders against count_ (a vpoll object's mask_; a user
   // object's own state follows the same rule, include/uepoll/uepoll.h).
   // Either the waiter's test sees the change or the waker sees the entry.
-  // (Eventfds and timerfds change their state under lock_ and call
-  // WakeUpLocked: no hint.)
+  // (An eventfd's count is such a seq_cst atomic, changed by a
+  // read-modify-write without lock_: WakeUpBorrowed. Timerfds change their
+  // state under lock_ and call WakeUpLocked: no hint.)
   bool Active() const { return count_.load(std::memory_order_seq_cst) != 0; }
 
   // The queue's lock, for the owners that guard their own state with it
@@ -102,9 +123,19 @@ class WaitQueue {
   Mutex& lock() RETURN_CAPABILITY(lock_) { return lock_; }
 
  private:
+  // After a change of the entry list: solo_ is the only entry if that is
+  // an epoll item, else null. Stored before count_ changes (AddLocked): a
+  // waker that sees the new count sees the new solo_.
+  void SetSoloLocked() REQUIRES(lock_);
+
   Mutex lock_;
   ListNode head_ GUARDED_BY(lock_);
   std::atomic<int> count_{0};
+  // Written under lock_, read by lockless wakers (WakeUpBorrowed).
+  std::atomic<WaitEntry*> solo_{nullptr};
+  // A lockless waker has used solo_ (set once, never cleared): from then
+  // on RemoveLocked marks the entries it removes kDrainWakers.
+  std::atomic<bool> lockless_{false};
 };
 
 // A thread sleeping on one queue (blocking I/O): WaitEvent blocks until
@@ -175,6 +206,13 @@ int WaitEventLocked(WaitQueue& q, bool exclusive, Pred pred) {
   } relock{q, w};
   while (!pred()) {
     w.AddLocked(q);
+    // Tested again with the entry on the queue: a waker that changes the
+    // condition without lock_ (an eventfd's, WakeUpBorrowed) and then
+    // finds no entry changed it before this test.
+    if (pred()) {
+      w.LeaveLocked(q, /*pass_on=*/false);
+      break;
+    }
     q.lock().Unlock();
     relock.sleeping = true;
     Parker::Result r = w.parker->ParkIo();

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sys/eventfd.h>
 
+#include <cstring>
 #include <new>
 
 #include <uepoll/uepoll.h>
@@ -19,7 +20,32 @@ namespace uepoll::impl {
 namespace {
 
 EpItem* AllocItem() { return New<EpItem>(); }
-void FreeItem(EpItem* epi) { Delete(epi); }
+void FreeItem(EpItem* epi) {
+#ifndef NDEBUG
+  // Debug builds poison a freed item: a wakeup that still reaches it (a
+  // bug: the removal must wait for lockless wakers, FreeRemovedItem)
+  // follows a wild instance pointer and crashes there, where a release
+  // build would read stale memory quietly (ASan reports it either way).
+  if (epi) {
+    epi->~EpItem();
+    std::memset(static_cast<void*>(epi), 0xdb, sizeof *epi);
+    Deallocate(epi);
+  }
+#else
+  Delete(epi);
+#endif
+}
+
+// Frees an item its instance removed. One whose queue had lockless wakers
+// (kDrainWakers, core/wait_queue.h) may still be in one of them: those
+// hold a borrow of the watched file, so the free waits for the borrows
+// that began before the removal. Called with no lock held.
+void FreeRemovedItem(EpItem* epi) {
+  if (epi->wait.flags & WaitEntry::kDrainWakers) {
+    WaitForOtherBorrowers(epi->file);
+  }
+  FreeItem(epi);
+}
 
 // One spare item per thread. An ADD allocates its item before it takes
 // mtx_ (allocation outside locks), so an ADD that then fails (EEXIST: the
@@ -74,7 +100,10 @@ void Eventpoll::Put() {
 }
 
 // The wakeup callback of an item (ep_poll_callback). Runs under the watched
-// file's queue lock. Returns whether it consumed an exclusive wakeup.
+// file's queue lock, or without it for a lockless waker that holds a
+// borrow of the file (WaitQueue::WakeUpBorrowed), which keeps the item's
+// memory alive but not its registration: under lock_, a removed item is
+// left alone. Returns whether it consumed an exclusive wakeup.
 int EpItemWake(WaitEntry* wait, uint32_t key) {
   EpItem* epi = UEPOLL_CONTAINER_OF(wait, EpItem, wait);
   Eventpoll* ep = epi->ep;
@@ -101,6 +130,9 @@ int EpItemWake(WaitEntry* wait, uint32_t key) {
   bool first_ready = false;  // the ready list went from empty to not
   {
     MutexLock l(ep->lock_);
+    // Removed since a lockless waker found it (RemoveLocked): the item
+    // is no longer the instance's to link, and will be freed.
+    if (epi->ovf_next == kOvfRemoved) return 0;
     if (ep->ovflist_ != kOvfUnactive) {
       // A scan owns rdllink: chain on the overflow list instead.
       if (epi->ovf_next == kOvfUnactive) {
@@ -254,6 +286,9 @@ bool Eventpoll::RemoveLocked(EpItem* epi, bool force) {
       epi->queued.store(false, std::memory_order_relaxed);
       SyncAvail();
     }
+    // No scan runs, so it is not on ovflist_ either; a lockless wakeup
+    // that comes now finds it gone (EpItemWake).
+    epi->ovf_next = kOvfRemoved;
   }
   Live::Dec(Live::items);
   return true;
@@ -279,6 +314,8 @@ void EpollReleaseFile(File* file) {
       MutexLock m(ep->mtx_);
       ep->RemoveLocked(epi, /*force=*/true);
     }
+    // The last reference of the file is gone: no borrow of it remains,
+    // so no lockless wakeup can be in the item.
     FreeItem(epi);
     ep->Put();
   }
@@ -304,7 +341,7 @@ void Eventpoll::Release() {
   }
   while (to_free) {
     EpItem* next = to_free->hash_next;
-    FreeItem(to_free);
+    FreeRemovedItem(to_free);
     to_free = next;
   }
   for (int i = 0; i < puts; ++i) Put();
@@ -478,7 +515,7 @@ unlock_nested:
   DeleteArray(old_buckets);
   DeleteArray(child_slots);
   if (to_free) {
-    FreeItem(to_free);
+    FreeRemovedItem(to_free);
     Put();
   }
   return error;

@@ -55,14 +55,20 @@
 //                                instance polls that source; otherwise held
 //                                alone. Never held while taking another lock
 //                                but UnixGc's book lock (sources/unix_gc.h),
-//                                innermost. (An eventfd keeps its count under
-//                                its queue's lock_ instead, and its Poll()
-//                                takes no lock.)
+//                                innermost. (An eventfd's count is one
+//                                atomic word that no lock guards, and its
+//                                Poll() takes no lock.)
 //       > WaitQueue::lock_       per wait queue; the entry list. Wakeup
-//                                callbacks run under it. Nested by depth in
-//                                the wakeup chain: a source's queue, then the
-//                                queue of the instance watching it
-//                                (poll_wait_), then its parent's, ...
+//                                callbacks run under it, except an eventfd's
+//                                lone item, which its writers and readers
+//                                call without it (WaitQueue::WakeUpBorrowed;
+//                                their borrows keep the item alive, and
+//                                RemoveLocked's mark under lock_ keeps them
+//                                from linking it once removed). Nested by
+//                                depth in the wakeup chain: a source's
+//                                queue, then the queue of the instance
+//                                watching it (poll_wait_), then its
+//                                parent's, ...
 //          > Mirror::mu_         per watchable instance (kernel/mirror.h):
 //                                arms and disarms, two system calls at most,
 //                                made under it and so under the queue lock of

@@ -10,11 +10,13 @@
 //   rdllink                 ep->lock_, except during a scan, when the
 //                           scanner (holding ep->mtx_) owns the items it
 //                           spliced out
-//   ovf_next                ep->lock_
+//   ovf_next                ep->lock_ (kOvfRemoved once removed)
 //   queued                  written under ep->lock_ or by the scanner that
 //                           owns the item; read lockless by the callback
 //   batch                   ep->mtx_, by the scanner that owns the item
-//   wait                    the watched file's PollQueue().lock_
+//   wait                    the watched file's PollQueue().lock_; a
+//                           lockless wakeup (WaitQueue::WakeUpBorrowed)
+//                           reaches the item without it
 //   fllink, dying           file->watch_lock_
 //
 // An item holds no reference on its file (the file's last close removes
@@ -69,6 +71,10 @@ inline constexpr uint32_t kEpPrivateBits =
 
 // A marker for "not on the overflow list" (the kernel's EP_UNACTIVE_PTR).
 inline EpItem* const kOvfUnactive = reinterpret_cast<EpItem*>(-1L);
+// ovf_next of an item its instance removed (Eventpoll::RemoveLocked, under
+// lock_): a lockless wakeup still running (WaitQueue::WakeUpBorrowed)
+// finds it under lock_ and leaves it alone.
+inline EpItem* const kOvfRemoved = reinterpret_cast<EpItem*>(-2L);
 
 }  // namespace uepoll::impl
 

@@ -13,7 +13,10 @@
 namespace uepoll::impl {
 namespace {
 constexpr uint64_t kMax = UINT64_MAX;  // ULLONG_MAX: the overflow value
-}
+// count_ once exported: a value no write reaches (a write wants the count
+// to stay below kMax).
+constexpr uint64_t kExportedCount = kMax;
+}  // namespace
 
 EventFd::EventFd(uint64_t initval, int flags)
     : File(FileKind::kEventfd, O_RDWR | (flags & EFD_NONBLOCK)),
@@ -22,6 +25,9 @@ EventFd::EventFd(uint64_t initval, int flags)
 
 uint32_t EventFd::Poll(int) {
   uint64_t count = count_.load(std::memory_order_seq_cst);
+  // Exported: watchers still hooked see OUT alone until their
+  // registrations move (kernel/export.h).
+  if (count == kExportedCount) count = 0;
   uint32_t mask = 0;
   // eventfd reports the plain bits only (no RDNORM/WRNORM).
   if (count > 0) mask |= EPOLLIN;
@@ -30,34 +36,86 @@ uint32_t EventFd::Poll(int) {
   return mask;
 }
 
+EventFd::Try EventFd::TryRead(uint64_t* v) {
+  uint64_t c = count_.load(std::memory_order_relaxed);
+  do {
+    if (c == kExportedCount) return kExported;
+    if (c == 0) return kBlocked;
+    *v = semaphore_ ? 1 : c;
+  } while (!count_.compare_exchange_weak(c, c - *v, std::memory_order_seq_cst,
+                                         std::memory_order_relaxed));
+  return kDone;
+}
+
+EventFd::Try EventFd::TryWrite(uint64_t v) {
+  uint64_t c = count_.load(std::memory_order_relaxed);
+  do {
+    if (c == kExportedCount) return kExported;
+    if (kMax - c <= v) return kBlocked;
+  } while (!count_.compare_exchange_weak(c, c + v, std::memory_order_seq_cst,
+                                         std::memory_order_relaxed));
+  return kDone;
+}
+
+int EventFd::LockedRead(uint64_t* v) {
+  MutexLock l(wq_.lock());
+  for (;;) {
+    Try t = TryRead(v);
+    if (t == kDone) {
+      wq_.WakeUpLocked(EPOLLOUT, 1);
+      return t;
+    }
+    // Under wq_.lock_, Kernelize has finished: kExported is final.
+    if (t == kExported) return t;
+    if (nonblock()) return -EAGAIN;
+    // Unchecked lambda: WaitEventLocked calls it with wq_.lock_ held, which
+    // clang cannot see from the lambda's body. seq_cst: WaitEventLocked
+    // tests it again after its entry is on the queue, against a lockless
+    // writer's RMW then its look at the queue.
+    int r = WaitEventLocked(wq_, false, [this]() NO_THREAD_SAFETY_ANALYSIS {
+      return count_.load(std::memory_order_seq_cst) > 0;
+    });
+    if (r) return r;
+    // Woken: try again (another reader may have been first).
+  }
+}
+
+int EventFd::LockedWrite(uint64_t v) {
+  MutexLock l(wq_.lock());
+  for (;;) {
+    Try t = TryWrite(v);
+    if (t == kDone) {
+      wq_.WakeUpLocked(EPOLLIN, 1);
+      return t;
+    }
+    if (t == kExported) return t;
+    if (nonblock()) return -EAGAIN;
+    // Unchecked lambda: called with wq_.lock_ held (as in LockedRead).
+    // kExportedCount passes the room test: the loop settles it.
+    int r = WaitEventLocked(wq_, false, [this, v]() NO_THREAD_SAFETY_ANALYSIS {
+      uint64_t c = count_.load(std::memory_order_seq_cst);
+      return c == kExportedCount || kMax - c > v;
+    });
+    if (r) return r;
+  }
+}
+
 ssize_t EventFd::Read(void* buf, size_t n) {
   if (n < sizeof(uint64_t)) return -EINVAL;
   // Deviation: a NULL buffer fails before consuming (docs/semantics.md).
   if (!buf) return -EFAULT;
   uint64_t v = 0;
-  bool moved = false;  // exported: the kernel eventfd answers (export.h)
-  {
-    MutexLock l(wq_.lock());
-    if (!exported_ && count_.load(std::memory_order_relaxed) == 0) {
-      if (nonblock()) return -EAGAIN;
-      // Unchecked lambda: WaitEventLocked calls it with wq_.lock_ held, which
-      // clang cannot see from the lambda's body.
-      int r = WaitEventLocked(wq_, false, [this]() NO_THREAD_SAFETY_ANALYSIS {
-        return count_.load(std::memory_order_relaxed) > 0 || exported_;
-      });
-      if (r) return r;
-    }
-    // After WaitEventLocked dropped and re-took wq_.lock_: the count (and
-    // exported_) are reloaded here, never taken from before the sleep.
-    moved = exported_;
-    if (!moved) {
-      uint64_t c = count_.load(std::memory_order_relaxed);
-      v = semaphore_ ? 1 : c;
-      count_.store(c - v, std::memory_order_seq_cst);
-      wq_.WakeUpLocked(EPOLLOUT, 1);
-    }
+  Try t = TryRead(&v);
+  if (t == kDone) {
+    wq_.WakeUpBorrowed(this, EPOLLOUT);
+  } else if (t == kBlocked && nonblock()) {
+    return -EAGAIN;  // the count was 0 when the compare-and-swap looked
+  } else {
+    int r = LockedRead(&v);
+    if (r < 0) return r;
+    // exported: the kernel eventfd answers (export.h)
+    if (r == kExported) return ForwardOne(buf, n, false);
   }
-  if (moved) return ForwardOne(buf, n, false);
   std::memcpy(buf, &v, sizeof v);
   return sizeof v;
 }
@@ -69,28 +127,16 @@ ssize_t EventFd::Write(const void* buf, size_t n) {
   uint64_t v;
   std::memcpy(&v, buf, sizeof v);
   if (v == kMax) return -EINVAL;
-  {
-    MutexLock l(wq_.lock());
-    if (!exported_ && kMax - count_.load(std::memory_order_relaxed) <= v) {
-      if (nonblock()) return -EAGAIN;
-      // Unchecked lambda: called with wq_.lock_ held (as in Read).
-      int r =
-          WaitEventLocked(wq_, false, [this, v]() NO_THREAD_SAFETY_ANALYSIS {
-            return kMax - count_.load(std::memory_order_relaxed) > v ||
-                   exported_;
-          });
-      if (r) return r;
-    }
-    // After WaitEventLocked dropped and re-took wq_.lock_: the room test
-    // held under the re-taken lock, and the count is reloaded for the add.
-    if (!exported_) {
-      count_.store(count_.load(std::memory_order_relaxed) + v,
-                   std::memory_order_seq_cst);
-      wq_.WakeUpLocked(EPOLLIN, 1);
-      return sizeof v;
-    }
+  Try t = TryWrite(v);
+  if (t == kDone) {
+    wq_.WakeUpBorrowed(this, EPOLLIN);
+    return sizeof v;
   }
-  return ForwardOne(buf, n, true);
+  if (t == kBlocked && nonblock()) return -EAGAIN;
+  int r = LockedWrite(v);
+  if (r < 0) return r;
+  if (r == kExported) return ForwardOne(buf, n, true);
+  return sizeof v;
 }
 
 ssize_t EventFd::ForwardOne(const void* buf, size_t n, bool write) {
@@ -104,24 +150,34 @@ int EventFd::Kernelize(ExportSession& s) {
   int k = -1;
   {
     MutexLock l(wq_.lock());
-    if (!exported_) {
-      // The count as it is, through a write (eventfd2 takes an unsigned
-      // int): at most 2^64 - 2, which a non-blocking write always adds to 0.
+    if (count_.load(std::memory_order_relaxed) != kExportedCount) {
       k = sys::Eventfd(
           0, EFD_CLOEXEC | EFD_NONBLOCK | (semaphore_ ? EFD_SEMAPHORE : 0));
       if (k < 0) return -errno;
-      uint64_t c = count_.load(std::memory_order_relaxed);
-      if ((c && sys::Write(k, &c, sizeof c) != sizeof c) ||
-          sys::Fcntl(k, F_SETFL, flags() & O_NONBLOCK) < 0) {
+      // Blocking as ours, before the count moves: a failure here changes
+      // nothing.
+      if (sys::Fcntl(k, F_SETFL, flags() & O_NONBLOCK) < 0) {
         int err = -errno;
+        sys::Close(k);
+        return err;
+      }
+      // The count is frozen from here on: lockless reads and writes see
+      // kExportedCount and come to wq_.lock_, where they find it final.
+      uint64_t c = count_.exchange(kExportedCount, std::memory_order_seq_cst);
+      // The count as it is, through a write (eventfd2 takes an unsigned
+      // int): at most 2^64 - 2, which any write adds to 0 without blocking.
+      if (c && sys::Write(k, &c, sizeof c) != sizeof c) {
+        int err = -errno;
+        // Not seen to happen. A harvest may have polled the frozen count
+        // as empty meanwhile: every watcher hears of the count again.
+        count_.store(c, std::memory_order_seq_cst);
+        wq_.WakeUpLocked(0, 1);
         sys::Close(k);
         return err;
       }
       AdoptForward(&kfd_, k);
       // Readiness is the kernel's now; watchers still hooked see OUT
       // alone until their registrations move (kernel/export.h).
-      count_.store(0, std::memory_order_seq_cst);
-      exported_ = true;
     }
   }
   if (kfd_.get() >= 0 && TryRef()) s.Add(this, kfd_.get());

@@ -679,6 +679,131 @@ TEST_P(Stress, RacingNestedAddsNeverLeaveACycleOrAnOverlongChain) {
   EXPECT_LE(max_chain, 4) << "a cycle or a chain longer than 4 links survived";
 }
 
+// ---------------------------------------------------------------------------
+// Writes racing the removal of the item that watches the eventfd. An
+// eventfd watched by one epoll item wakes it without the queue's lock
+// (docs/design.md, "Lockless eventfd wakeups"), so a writer may be inside
+// the item's callback while the main thread removes the item, by DEL or by
+// closing its instance. Each round the main thread ADDs the eventfd (ET or
+// LT) to a new instance, harvests once (an ET item then leaves the ready
+// list, and the writer's next writes take the callback's slow path and
+// link it again), waits a random while, and removes it. As on the kernel:
+// once DEL returned, a wait reports nothing (no late write links the
+// removed item again), and no freed item is touched (ASan: the remover
+// waits for the writers' borrows before it frees, WaitForOtherBorrowers).
+TEST_P(Stress, WritesRacingRemovalNeverReachARemovedItem) {
+  constexpr long kRounds = 100000;
+  std::mt19937_64 rng(StressSeed(Name()));
+  Budget budget(kRounds, 3.0);
+  const Backend* b = &B();
+  int efd = Eventfd(0, EFD_NONBLOCK);
+  std::atomic<bool> stop{false};
+  std::atomic<long> errors{0}, writes{0};
+  CpuPair cpus;  // the race needs both threads running at once
+  std::thread writer([&] {
+    cpus.PinOther();
+    const uint64_t one = 1;
+    while (!stop.load(std::memory_order_relaxed)) {
+      if (b->write(efd, &one, 8) != 8) ++errors;
+      writes.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  ThreadStopper stopper(stop, writer);
+  long late = 0, rounds = 0, closes = 0;
+  epoll_event out[4];
+  while (budget.Take()) {
+    const bool et = rng() & 1;
+    const bool close_instance = rng() % 4 == 0;
+    int ep = b->epoll_create1(0);
+    ASSERT_GE(ep, 0);
+    epoll_event ev{};
+    ev.events = EPOLLIN | (et ? EPOLLET : 0u);
+    ev.data.u64 = 7;
+    ASSERT_EQ(b->epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev), 0);
+    ASSERT_GE(b->epoll_wait(ep, out, 4, 0), 0);
+    uint64_t v;
+    if (rng() & 1) b->read(efd, &v, sizeof v);  // EAGAIN when just read
+    SpinIterations(rng() % 4096);
+    if (close_instance) {
+      ++closes;
+    } else {
+      ASSERT_EQ(b->epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr), 0);
+      int n = b->epoll_wait(ep, out, 4, 0);
+      ASSERT_GE(n, 0);
+      if (n != 0) ++late;
+    }
+    ASSERT_EQ(b->close(ep), 0);
+    ++rounds;
+  }
+  stop.store(true);
+  writer.join();
+  ReportBudget(Name(), budget, kRounds);
+  std::printf("[stress] %s: %ld rounds (%ld by closing the instance), %ld "
+              "writes\n",
+              Name(), rounds, closes, writes.load());
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(late, 0) << "rounds whose removed registration was reported";
+  EXPECT_GT(writes.load(), rounds) << "the writer did not run alongside";
+}
+
+// ---------------------------------------------------------------------------
+// A reader blocked on an eventfd and a writer that changes the count
+// without the queue's lock (EventFd::TryWrite, then a look at the queue):
+// the reader queues its entry and only then tests the count again
+// (WaitEventLocked), so either the writer sees the entry or the reader sees
+// the count. Tokens: the writer writes round g's value once the reader has
+// taken round g-1's, at a random moment, so that the write lands anywhere
+// in the reader's way to sleep. A lost wakeup leaves the reader asleep with
+// the token unread: the main thread waits for it kLongWaitMs, counts the
+// loss, and writes again so that the reader wakes and the test ends.
+TEST_P(Stress, BlockingReadRacingAWriteNeverSleepsThroughIt) {
+  constexpr long kRounds = 200000;
+  std::mt19937_64 rng(StressSeed(Name()));
+  Budget budget(kRounds, 3.0);
+  const Backend* b = &B();
+  int efd = Eventfd(0, 0);  // blocking
+  std::atomic<long> taken{0}, errors{0};
+  std::atomic<bool> stop{false};
+  CpuPair cpus;  // the race needs both threads running at once
+  std::thread reader([&] {
+    cpus.PinOther();
+    for (long g = 1; !stop.load(std::memory_order_relaxed); ++g) {
+      uint64_t v = 0;
+      if (b->read(efd, &v, sizeof v) != 8) ++errors;
+      // A value of 0 or more than one token: the stop write, or a round
+      // the main thread repaired after a loss.
+      taken.store(g, std::memory_order_release);
+    }
+  });
+  long lost = 0, rounds = 0;
+  for (long g = 1; budget.Take(); ++g) {
+    // Both sides spin a random while: the reader reaches its sleep at a
+    // random point after taking the last token, the write lands anywhere.
+    SpinIterations(rng() % 4096);
+    const uint64_t one = 1;
+    ASSERT_EQ(b->write(efd, &one, 8), 8);
+    auto end = std::chrono::steady_clock::now() +
+               std::chrono::milliseconds(kLongWaitMs);
+    while (taken.load(std::memory_order_acquire) < g) {
+      if (std::chrono::steady_clock::now() > end) {
+        ++lost;
+        ASSERT_EQ(b->write(efd, &one, 8), 8);  // wake it: it slept through
+        end = std::chrono::steady_clock::now() +
+              std::chrono::milliseconds(kLongWaitMs);
+      }
+    }
+    ++rounds;
+  }
+  stop.store(true);
+  const uint64_t one = 1;
+  ASSERT_EQ(b->write(efd, &one, 8), 8);  // the reader's last read
+  reader.join();
+  ReportBudget(Name(), budget, kRounds);
+  std::printf("[stress] %s: %ld rounds\n", Name(), rounds);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(lost, 0) << "rounds whose write left the blocked reader asleep";
+}
+
 UEPOLL_INSTANTIATE_BACKENDS(Stress);
 
 }  // namespace
