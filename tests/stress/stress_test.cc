@@ -804,6 +804,68 @@ TEST_P(Stress, BlockingReadRacingAWriteNeverSleepsThroughIt) {
   EXPECT_EQ(lost, 0) << "rounds whose write left the blocked reader asleep";
 }
 
+// ---------------------------------------------------------------------------
+// A poll() that hooks on an eventfd whose only other watcher is an epoll
+// item. While the item is alone, a write wakes it without the queue's lock
+// (WaitQueue::WakeUpBorrowed, solo_); once poll()'s entry is on the queue
+// too, the write must wake that entry, under the lock. Each round the
+// writer writes a token at a random moment after the poller took the last
+// one, so that the write lands anywhere in poll()'s hooking (the queue's
+// solo_ changes as its entry comes and goes). A write that saw the item
+// alone after the entry was queued, or a poll() that tested the count
+// before its entry was visible, leaves poll() asleep with the token
+// unread: it then returns at its 20 s timeout, which fails the round.
+TEST_P(Stress, PollHookingBesideALoneItemNeverMissesAWrite) {
+  constexpr long kRounds = 100000;
+  std::mt19937_64 rng(StressSeed(Name()));
+  Budget budget(kRounds, 3.0);
+  const Backend* b = &B();
+  int ep = Epoll();
+  int efd = Eventfd(0, EFD_NONBLOCK);
+  ASSERT_EQ(AddEv(ep, efd, EPOLLIN | EPOLLET, 1), 0);
+  std::atomic<long> taken{0}, errors{0}, slept{0};
+  std::atomic<bool> stop{false};
+  CpuPair cpus;  // the race needs both threads running at once
+  std::thread poller([&] {
+    cpus.PinOther();
+    for (long g = 1; !stop.load(std::memory_order_relaxed); ++g) {
+      pollfd p{efd, POLLIN, 0};
+      auto start = std::chrono::steady_clock::now();
+      int n = b->poll(&p, 1, kLongWaitMs);
+      if (std::chrono::steady_clock::now() - start >=
+          std::chrono::milliseconds(kLongWaitMs)) {
+        ++slept;
+      }
+      uint64_t v;
+      if (n != 1 || b->read(efd, &v, sizeof v) != 8) ++errors;
+      taken.store(g, std::memory_order_release);
+    }
+  });
+  long rounds = 0;
+  epoll_event out[2];
+  for (long g = 1; budget.Take(); ++g) {
+    SpinIterations(rng() % 4096);
+    const uint64_t one = 1;
+    ASSERT_EQ(b->write(efd, &one, 8), 8);
+    // The item's edge: harvested now and then, so that it is both queued
+    // and not when the writes come.
+    if (rng() % 4 == 0) ASSERT_GE(b->epoll_wait(ep, out, 2, 0), 0);
+    // The poller's poll() ends by kLongWaitMs at the latest, so this ends.
+    while (taken.load(std::memory_order_acquire) < g) {
+      std::this_thread::yield();
+    }
+    ++rounds;
+  }
+  stop.store(true);
+  const uint64_t one = 1;
+  ASSERT_EQ(b->write(efd, &one, 8), 8);  // the poller's last poll()
+  poller.join();
+  ReportBudget(Name(), budget, kRounds);
+  std::printf("[stress] %s: %ld rounds\n", Name(), rounds);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(slept.load(), 0) << "polls that slept through a write";
+}
+
 UEPOLL_INSTANTIATE_BACKENDS(Stress);
 
 }  // namespace
