@@ -171,7 +171,7 @@ void WaitForOtherBorrowers(const File* f) {
        r = r->next) {
     if (r == t_borrow_record) continue;
     for (int i = 0; i < BorrowRecord::kSlots; ++i) {
-      // seq_cst: after the remover's seq_cst store that took the thing out
+      // seq_cst: after the remover's seq_cst RMW that took the thing out
       // of reach (WaitQueue::SetSoloLocked), against the borrower's seq_cst
       // hazard store before its load of that thing.
       if (r->hazard[i].load(std::memory_order_seq_cst) != f) continue;

@@ -7,17 +7,22 @@
 
 namespace uepoll::impl {
 
-void WaitQueue::SetSoloLocked() {
+void WaitQueue::SetSoloLocked(bool removal_fence) {
   WaitEntry* solo = nullptr;
   if (head_.next != &head_ && head_.next->next == &head_) {
     WaitEntry* only = UEPOLL_CONTAINER_OF(head_.next, WaitEntry, node);
     if (only->kind == WaitKind::kEpollItem) solo = only;
   }
-  // seq_cst: a remover's store comes before its load of lockless_
-  // (RemoveLocked), against a lockless waker's store to lockless_ before
-  // its load of solo_ (WakeUpBorrowed).
-  if (solo_.load(std::memory_order_relaxed) != solo) {
-    solo_.store(solo, std::memory_order_seq_cst);
+  if (removal_fence) {
+    // A removal from a queue that lockless wakers use: a seq_cst RMW even
+    // if solo_ keeps its value. A waker's seq_cst load of solo_ that found
+    // the removed entry comes before it in the total order, and so does
+    // that waker's borrow (its seq_cst hazard store, made before the
+    // load): the remover's scan of the hazards, after this, sees it
+    // (WaitForOtherBorrowers).
+    solo_.exchange(solo, std::memory_order_seq_cst);
+  } else if (solo_.load(std::memory_order_relaxed) != solo) {
+    solo_.store(solo, std::memory_order_release);
   }
 }
 
@@ -28,24 +33,23 @@ void WaitQueue::AddLocked(WaitEntry* e) {
     head_.PushFront(&e->node);
   }
   e->flags &= ~WaitEntry::kDrainWakers;
-  // solo_ before the count: a lockless waker that sees the new count (its
-  // seq_cst load in Active()) sees the new solo_, so a second entry is
-  // never passed over.
-  SetSoloLocked();
+  // solo_ before the count, whose seq_cst increment releases it: a
+  // lockless waker that sees the new count (its seq_cst load in Active())
+  // sees the new solo_, so a second entry is never passed over.
+  SetSoloLocked(false);
   count_.fetch_add(1, std::memory_order_seq_cst);
 }
 
 void WaitQueue::RemoveLocked(WaitEntry* e) {
   if (!e->node.linked()) return;
   e->node.Unlink();
-  SetSoloLocked();
+  // lockless_ is written under lock_ only. If it is still false, the
+  // first lockless waker takes lock_ after us to set it, and so sees
+  // solo_ as we leave it: it never finds e.
+  const bool drain = lockless_.load(std::memory_order_relaxed);
+  SetSoloLocked(drain);
   count_.fetch_sub(1, std::memory_order_relaxed);
-  // After solo_ no longer names e (seq_cst, SetSoloLocked): either this
-  // load sees a lockless waker's flag, or that waker's load of solo_
-  // comes after the store and never finds e.
-  if (lockless_.load(std::memory_order_seq_cst)) {
-    e->flags |= WaitEntry::kDrainWakers;
-  }
+  if (drain) e->flags |= WaitEntry::kDrainWakers;
 }
 
 void WaitQueue::WakeUpBorrowed(const File* owner, uint32_t key) {
@@ -54,10 +58,9 @@ void WaitQueue::WakeUpBorrowed(const File* owner, uint32_t key) {
   // thread's borrows (PinBorrowed), and the remover of solo_'s entry
   // would no longer wait for us.
   EnterSignalCritical();
-  if (HoldsBorrowOf(owner)) {
-    if (!lockless_.load(std::memory_order_seq_cst)) {
-      lockless_.store(true, std::memory_order_seq_cst);
-    }
+  // Acquire: pairs with the release under lock_ below, so that solo_ is
+  // seen as the removals before that left it (RemoveLocked).
+  if (lockless_.load(std::memory_order_acquire) && HoldsBorrowOf(owner)) {
     if (WaitEntry* e = solo_.load(std::memory_order_seq_cst)) {
       // Not under lock_: the borrow keeps e alive (see the header). The
       // function is an epoll item's, which takes its instance's lock_
@@ -69,6 +72,11 @@ void WaitQueue::WakeUpBorrowed(const File* owner, uint32_t key) {
   }
   LeaveSignalCritical();
   MutexLock l(lock_);
+  // From now on removals mark their entries (RemoveLocked); the first
+  // waker of a queue, and every one without a borrow, wakes under lock_.
+  if (!lockless_.load(std::memory_order_relaxed) && HoldsBorrowOf(owner)) {
+    lockless_.store(true, std::memory_order_release);
+  }
   WakeUpLocked(key, 1);
 }
 
@@ -97,7 +105,7 @@ void WaitQueue::WakeUpLocked(uint32_t key, int nr_exclusive) {
     // A thread's entry unlinks itself when woken (autoremove); its owner
     // cannot free it before we drop lock_.
     if (!n->linked()) {
-      SetSoloLocked();
+      SetSoloLocked(false);  // a thread's entry: never called locklessly
       count_.fetch_sub(1, std::memory_order_relaxed);
     }
     if (consumed && (e->flags & WaitEntry::kExclusive) && --nr_exclusive == 0) {
@@ -115,7 +123,7 @@ void WaitQueue::PassOnLocked(uint32_t key) {
     if (e->flags & WaitEntry::kExclusive) {
       int consumed = Call(e, key);
       if (!n->linked()) {
-        SetSoloLocked();
+        SetSoloLocked(false);
         count_.fetch_sub(1, std::memory_order_relaxed);
       }
       if (consumed) break;

@@ -125,16 +125,18 @@ class WaitQueue {
  private:
   // After a change of the entry list: solo_ is the only entry if that is
   // an epoll item, else null. Stored before count_ changes (AddLocked): a
-  // waker that sees the new count sees the new solo_.
-  void SetSoloLocked() REQUIRES(lock_);
+  // waker that sees the new count sees the new solo_. removal_fence: the
+  // removal of an entry that a lockless waker may hold (RemoveLocked).
+  void SetSoloLocked(bool removal_fence) REQUIRES(lock_);
 
   Mutex lock_;
   ListNode head_ GUARDED_BY(lock_);
   std::atomic<int> count_{0};
   // Written under lock_, read by lockless wakers (WakeUpBorrowed).
   std::atomic<WaitEntry*> solo_{nullptr};
-  // A lockless waker has used solo_ (set once, never cleared): from then
-  // on RemoveLocked marks the entries it removes kDrainWakers.
+  // Wakers may call solo_ without lock_ (set once, under lock_, by the
+  // first waker with a borrow; never cleared): from then on RemoveLocked
+  // marks the entries it removes kDrainWakers.
   std::atomic<bool> lockless_{false};
 };
 
