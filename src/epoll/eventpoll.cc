@@ -505,11 +505,17 @@ int Eventpoll::Ctl(int op, File* tfile, int fd,
   }
 
 unlock_nested:
+  File** check_files = nullptr;
+  size_t ncheck_files = 0;
   if (full_check) {
+    check_files = check->TakeFiles(&ncheck_files);
     check->~NestingCheck();
     NestingLock().Unlock();
   }
-  // Free and drop references only now, outside every lock.
+  // Free and drop references only now, outside every lock: the last
+  // reference of a file the check collected may release it here.
+  for (size_t i = 0; i < ncheck_files; ++i) check_files[i]->Unref();
+  DeleteArray(check_files);
   ReturnUnusedItem(prepped);
   DeleteArray(buckets);
   DeleteArray(old_buckets);

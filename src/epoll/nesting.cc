@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cassert>
 
 namespace uepoll::impl {
 
@@ -48,8 +49,15 @@ NestingCheck::NestingCheck()
 NestingCheck::~NestingCheck() {
   // Bump again so that no instance still matches this generation.
   g_loop_check_gen.fetch_add(1, std::memory_order_acq_rel);
-  for (size_t i = 0; i < nfiles_; ++i) files_[i]->Unref();
-  DeleteArray(files_);
+  assert(!files_ && "NestingCheck: TakeFiles first");
+}
+
+File** NestingCheck::TakeFiles(size_t* n) {
+  File** files = files_;
+  *n = nfiles_;
+  files_ = nullptr;
+  nfiles_ = cap_ = 0;
+  return files;
 }
 
 bool NestingCheck::CreatesLoop(Eventpoll* ep, Eventpoll* to) {

@@ -30,8 +30,16 @@ class NestingCheck {
  public:
   // Starts a check generation.
   NestingCheck() REQUIRES(g_nested);
-  // Drops the references on the files collected for the path check.
+  // Ends it. The references on the files collected for the path check
+  // must have been taken with TakeFiles.
   ~NestingCheck() REQUIRES(g_nested);
+  // Hands over the files collected for the path check, each with a
+  // reference, as an array the caller frees (DeleteArray) once it has
+  // dropped them, after g_nested is released: a file's last reference may
+  // run its release there (a socket pair's queued messages, the instances
+  // in flight in them, whose items' frees may wait for other threads:
+  // docs/design.md, "Lockless eventfd wakeups"), which must hold no lock.
+  File** TakeFiles(size_t* n) REQUIRES(g_nested);
 
   // ep_loop_check: true if adding `to` into `ep` makes a cycle or a chain
   // longer than kMaxNests links.
