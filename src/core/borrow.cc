@@ -165,6 +165,14 @@ void WaitUntilUnborrowed(File* f) {
   }
 }
 
+namespace {
+std::atomic<void (*)(const File*)> g_borrow_wait_hook{nullptr};
+}  // namespace
+
+void SetBorrowWaitHookForTest(void (*hook)(const File* f)) {
+  g_borrow_wait_hook.store(hook, std::memory_order_release);
+}
+
 void WaitForOtherBorrowers(const File* f) {
   bool pinned = false;
   for (BorrowRecord* r = g_records.load(std::memory_order_seq_cst); r;
@@ -185,6 +193,9 @@ void WaitForOtherBorrowers(const File* f) {
         // references before it waits.
         PinBorrowed();
         pinned = true;
+      }
+      if (auto hook = g_borrow_wait_hook.load(std::memory_order_acquire)) {
+        hook(f);
       }
       for (int spins = 0; r->hazard[i].load(std::memory_order_seq_cst) == f &&
                           r->ended[i].load(std::memory_order_acquire) == ended;

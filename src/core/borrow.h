@@ -150,6 +150,10 @@ void WaitUntilUnborrowedIn(File* f, BorrowRecord* rec);
 // closer waits for the caller while the caller waits. Call with no lock
 // held. f is only compared, never used: it may have been freed.
 void WaitForOtherBorrowers(const File* f);
+// Tests only: called by WaitForOtherBorrowers each time it is about to
+// wait for another thread's borrow of f, so that a test can tell that a
+// remover waits (tests/threads/lockless_wake_test.cc). null outside tests.
+void SetBorrowWaitHookForTest(void (*hook)(const File* f));
 
 }  // namespace uepoll::impl
 

@@ -62,6 +62,9 @@ void WaitQueue::WakeUpBorrowed(const File* owner, uint32_t key) {
   // seen as the removals before that left it (RemoveLocked).
   if (lockless_.load(std::memory_order_acquire) && HoldsBorrowOf(owner)) {
     if (WaitEntry* e = solo_.load(std::memory_order_seq_cst)) {
+      if (auto hook = lockless_wake_hook_.load(std::memory_order_acquire)) {
+        hook(e);
+      }
       // Not under lock_: the borrow keeps e alive (see the header). The
       // function is an epoll item's, which takes its instance's lock_
       // itself and checks there that the item is still registered.

@@ -96,6 +96,15 @@ class WaitQueue {
   // the queue (FdTable::Borrow: a hazard in its record, which is what the
   // remover of that entry waits for); without one, it takes lock_.
   void WakeUpBorrowed(const File* owner, uint32_t key) EXCLUDES(lock_);
+  // Tests only: called by a lockless waker with the entry it is about to
+  // call, between its load of solo_ and the call, so that a test can hold
+  // a waker in that window while another thread removes the entry
+  // (tests/threads/lockless_wake_test.cc). null outside such tests: one
+  // well-predicted load (acquire: what the test set up before installing
+  // it is the hook's).
+  static void SetLocklessWakeHookForTest(void (*hook)(WaitEntry*)) {
+    lockless_wake_hook_.store(hook, std::memory_order_release);
+  }
   // An exclusive waiter that a wake picked is leaving without having
   // looked at what it was woken for (a cancellation unwinds it): the
   // wakeup goes to the next exclusive entry, as the kernel's does when the
@@ -138,6 +147,7 @@ class WaitQueue {
   // first waker with a borrow; never cleared): from then on RemoveLocked
   // marks the entries it removes kDrainWakers.
   std::atomic<bool> lockless_{false};
+  static inline std::atomic<void (*)(WaitEntry*)> lockless_wake_hook_{nullptr};
 };
 
 // A thread sleeping on one queue (blocking I/O): WaitEvent blocks until
