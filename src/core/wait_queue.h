@@ -105,6 +105,18 @@ class WaitQueue {
   static void SetLocklessWakeHookForTest(void (*hook)(WaitEntry*)) {
     lockless_wake_hook_.store(hook, std::memory_order_release);
   }
+  // Tests only: called by a thread about to block (WaitEventLocked) after
+  // it found its condition false and before it queues its entry, with
+  // lock_ held: a test can change the condition there without lock_, as a
+  // lockless waker may (tests/threads/lockless_wake_test.cc).
+  static void SetBeforeQueueHookForTest(void (*hook)(WaitQueue*)) {
+    before_queue_hook_.store(hook, std::memory_order_release);
+  }
+  static void RunBeforeQueueHook(WaitQueue* q) {
+    if (auto hook = before_queue_hook_.load(std::memory_order_acquire)) {
+      hook(q);
+    }
+  }
   // An exclusive waiter that a wake picked is leaving without having
   // looked at what it was woken for (a cancellation unwinds it): the
   // wakeup goes to the next exclusive entry, as the kernel's does when the
@@ -148,6 +160,7 @@ class WaitQueue {
   // marks the entries it removes kDrainWakers.
   std::atomic<bool> lockless_{false};
   static inline std::atomic<void (*)(WaitEntry*)> lockless_wake_hook_{nullptr};
+  static inline std::atomic<void (*)(WaitQueue*)> before_queue_hook_{nullptr};
 };
 
 // A thread sleeping on one queue (blocking I/O): WaitEvent blocks until
@@ -217,6 +230,7 @@ int WaitEventLocked(WaitQueue& q, bool exclusive, Pred pred) {
     }
   } relock{q, w};
   while (!pred()) {
+    WaitQueue::RunBeforeQueueHook(&q);
     w.AddLocked(q);
     // Tested again with the entry on the queue: a waker that changes the
     // condition without lock_ (an eventfd's, WakeUpBorrowed) and then
