@@ -21,11 +21,11 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
+
 #include <uepoll/uepoll.h>
 
 #include "core/borrow.h"
@@ -38,8 +38,6 @@ namespace {
 using uepoll::impl::File;
 using uepoll::impl::WaitEntry;
 using uepoll::impl::WaitQueue;
-
-constexpr auto kWindowWait = std::chrono::seconds(10);
 
 struct Window {
   std::atomic<bool> armed{false};
@@ -56,18 +54,11 @@ void HoldWaker(WaitEntry*) {
   Window* w = g_window;
   if (!w || !w->armed.exchange(false)) return;
   w->in_window.store(true);
-  const auto deadline = std::chrono::steady_clock::now() + kWindowWait;
-  while (!w->remover_waits.load()) {
-    if (w->removed.load()) {
-      // The removal returned while we hold the item: it did not wait.
-      w->freed_under_waker.store(true);
-      return;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      w->gave_up.store(true);  // no removal came: fail, don't hang
-      return;
-    }
-    std::this_thread::yield();
+  if (!Eventually([w] { return w->remover_waits || w->removed; })) {
+    w->gave_up.store(true);  // no removal came: fail, don't hang
+  } else if (!w->remover_waits) {
+    // The removal returned while we hold the item: it did not wait.
+    w->freed_under_waker.store(true);
   }
 }
 
@@ -81,7 +72,6 @@ enum class Removal { kDel, kCloseInstance };
 class LocklessWake : public ::testing::TestWithParam<Removal> {
  protected:
   void SetUp() override {
-    g_window = &window_;
     WaitQueue::SetLocklessWakeHookForTest(&HoldWaker);
     uepoll::impl::SetBorrowWaitHookForTest(&NoteRemoverWaits);
   }
@@ -90,14 +80,13 @@ class LocklessWake : public ::testing::TestWithParam<Removal> {
     uepoll::impl::SetBorrowWaitHookForTest(nullptr);
     g_window = nullptr;
   }
-  Window window_;
 };
 
 TEST_P(LocklessWake, RemovalWaitsForAWakerInItsWindow) {
   for (const bool et : {false, true}) {
     SCOPED_TRACE(et ? "EPOLLET" : "level-triggered");
-    window_.~Window();
-    new (&window_) Window();
+    Window window;
+    g_window = &window;
     const int efd = uepoll_eventfd(0, EFD_NONBLOCK);
     ASSERT_GE(efd, 0);
     const int ep = uepoll_epoll_create1(0);
@@ -115,31 +104,27 @@ TEST_P(LocklessWake, RemovalWaitsForAWakerInItsWindow) {
     uint64_t v = 0;
     ASSERT_EQ(uepoll_read(efd, &v, 8), 8);
 
-    window_.armed.store(true);
+    window.armed.store(true);
     std::thread writer([&] { (void)uepoll_write(efd, &one, 8); });
-    const auto deadline = std::chrono::steady_clock::now() + kWindowWait;
-    while (!window_.in_window.load() &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::yield();
-    }
-    if (!window_.in_window.load()) {
-      window_.armed.store(false);
+    if (!Eventually([&] { return window.in_window.load(); })) {
+      window.armed.store(false);
       writer.join();
       FAIL() << "the write never reached a lockless wakeup";
     }
     int ep_after = ep;
+    // EXPECT, not ASSERT: the writer is joined whatever the removal did.
     if (GetParam() == Removal::kDel) {
-      ASSERT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr), 0);
+      EXPECT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr), 0);
     } else {
-      ASSERT_EQ(uepoll_close(ep), 0);
+      EXPECT_EQ(uepoll_close(ep), 0);
       ep_after = -1;
     }
-    window_.removed.store(true);
+    window.removed.store(true);
     writer.join();
-    EXPECT_FALSE(window_.gave_up.load());
-    EXPECT_FALSE(window_.freed_under_waker.load())
+    EXPECT_FALSE(window.gave_up.load());
+    EXPECT_FALSE(window.freed_under_waker.load())
         << "the removal returned while a lockless waker held the item";
-    EXPECT_TRUE(window_.remover_waits.load());
+    EXPECT_TRUE(window.remover_waits.load());
     if (ep_after >= 0) {
       // The waker found the item removed: nothing is reported.
       EXPECT_EQ(uepoll_epoll_wait(ep_after, out, 2, 0), 0);
@@ -148,6 +133,7 @@ TEST_P(LocklessWake, RemovalWaitsForAWakerInItsWindow) {
     EXPECT_EQ(uepoll_read(efd, &v, 8), 8);  // the write itself counted
     EXPECT_EQ(v, 1u);
     EXPECT_EQ(uepoll_close(efd), 0);
+    g_window = nullptr;
   }
 }
 
@@ -181,20 +167,23 @@ void HoldReaderBeforeQueueing(WaitQueue*) {
   BeforeQueue* h = g_before_queue;
   if (!h || !h->armed.exchange(false)) return;
   h->in_window.store(true);
-  const auto deadline = std::chrono::steady_clock::now() + kWindowWait;
-  while (!h->written.load()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      h->gave_up.store(true);
-      return;
-    }
-    std::this_thread::yield();
-  }
+  if (!Eventually([h] { return h->written.load(); })) h->gave_up.store(true);
 }
 
-TEST(LocklessWakeBlocking, WriteBetweenAReadersTestAndItsQueueingWakesIt) {
+class LocklessWakeBlocking : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WaitQueue::SetBeforeQueueHookForTest(&HoldReaderBeforeQueueing);
+  }
+  void TearDown() override {
+    WaitQueue::SetBeforeQueueHookForTest(nullptr);
+    g_before_queue = nullptr;
+  }
+};
+
+TEST_F(LocklessWakeBlocking, WriteBetweenAReadersTestAndItsQueueingWakesIt) {
   BeforeQueue h;
   g_before_queue = &h;
-  WaitQueue::SetBeforeQueueHookForTest(&HoldReaderBeforeQueueing);
   const int efd = uepoll_eventfd(0, 0);  // blocking
   ASSERT_GE(efd, 0);
   h.armed.store(true);
@@ -215,8 +204,6 @@ TEST(LocklessWakeBlocking, WriteBetweenAReadersTestAndItsQueueingWakesIt) {
   EXPECT_TRUE(reached) << "the read never blocked";
   EXPECT_TRUE(woken) << "the reader slept through a write made before it "
                         "queued itself";
-  WaitQueue::SetBeforeQueueHookForTest(nullptr);
-  g_before_queue = nullptr;
   (void)reader.WaitDone();
   EXPECT_FALSE(h.gave_up.load());
   EXPECT_EQ(uepoll_close(efd), 0);
