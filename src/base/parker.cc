@@ -11,6 +11,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdint>
 
 #include "base/cancellable.h"
@@ -78,9 +79,12 @@ long CancellableFutexWait(std::atomic<int>* word, int val,
       FUTEX_WAIT | FUTEX_PRIVATE_FLAG, val, reinterpret_cast<long>(rel), 0, 0);
 }
 
+// All waiters: besides the owner's own sleep, a FUTEX_WAIT request of its
+// keeper ring may be queued on the word, left from an earlier sleep in the
+// ring (SleepOnRing); waking one could wake only that request.
 void FutexWake(std::atomic<int>* word) {
   syscall(SYS_futex, reinterpret_cast<int*>(word),
-          FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, nullptr, nullptr, 0);
+          FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, nullptr, nullptr, 0);
 }
 
 // MOD of efd's registration in pkep: the identity check that makes every
@@ -158,6 +162,12 @@ void ParkerRegistry::Child() {
       p->ltfd_[i] = -1;
       p->larmed_[i] = 0;
     }
+    // Not copied (MADV_DONTFORK), and no thread of the child has it
+    // registered (keeper_ring.h).
+    p->ring_.Forget();
+    p->rtag_[0] = p->rtag_[1] = 0;
+    p->rfutex_ = false;
+    p->ring_busy_ = false;
   }
   r.parkers.Reset();
   if (tl_self) {
@@ -371,6 +381,108 @@ unsigned Parker::SleepOnLookahead(int64_t bound_ns, int64_t backstop_ns) {
   return r;
 }
 
+void Parker::ArmRing(int slot, int64_t at, int cpu) {
+  if (rtag_[slot]) {
+    // Pending: moved, and rearmed from this CPU. Had it fired meanwhile,
+    // the update fails and the timeout's completion frees the slot.
+    ring_.QueueTimeoutUpdate(rtag_[slot], at);
+  } else {
+    rtag_[slot] = rnext_tag_++;
+    ring_.QueueTimeout(rtag_[slot], at);
+  }
+  rat_[slot] = at;
+  rcpu_[slot] = cpu;
+}
+
+bool Parker::ReapRing() {
+  bool any = false;
+  ring_.Reap([&](uint64_t tag, int) {
+    any = true;
+    if (tag == kRingFutexTag) {
+      rfutex_ = false;
+      return;
+    }
+    // A timeout that fired (or an update's failure, tag 0: the timeout's
+    // own completion comes too). A tag of a slot since rearmed as a new
+    // timeout matches nothing.
+    for (int i = 0; i < 2; ++i) {
+      if (tag != 0 && rtag_[i] == tag) rtag_[i] = 0;
+    }
+  });
+  return any;
+}
+
+unsigned Parker::SleepOnRing(int64_t bound, int64_t after) {
+  // A handler's sleep nested in one of ours leaves the ring to it.
+  if (ring_off_ || ring_busy_ || !KeeperRing::Allowed()) return kRetry;
+  if (!ring_.open()) {
+    if (!ring_.Open()) {
+      ring_off_ = true;
+      return kRetry;
+    }
+    rtag_[0] = rtag_[1] = 0;
+    rfutex_ = false;
+  }
+  struct Busy {
+    bool* b;
+    explicit Busy(bool* f) : b(f) { *b = true; }
+    ~Busy() { *b = false; }  // a cancellation unwinds through here too
+  } busy(&ring_busy_);
+  ReapRing();
+  auto slot_at = [&](int64_t at) {
+    return rtag_[0] && rat_[0] == at ? 0 : rtag_[1] && rat_[1] == at ? 1 : -1;
+  };
+  bool has_after = after != INT64_MAX && after > bound;
+  // The timeout at the bound ends the sleep: armed by the sleep before as
+  // its lookahead (then it was not the earliest timer of the CPU), or now.
+  // Pending on another CPU's queue (the thread moved since), it is moved
+  // here: its interrupt wakes the thread on that CPU, where the next
+  // lookahead would be armed, and so on, one migration per expiry
+  // (docs/design.md, "The lookahead follows the thread").
+  int cpu = sched_getcpu();
+  int b = slot_at(bound);
+  if (b >= 0 && cpu >= 0 && rcpu_[b] != cpu) ArmRing(b, bound, cpu);
+  if (b < 0) {
+    // Not the one pending at `after`; else a free one; else (two stale:
+    // the keeper woke early twice) the older.
+    int a = has_after ? slot_at(after) : -1;
+    if (a >= 0) {
+      b = 1 - a;
+    } else if (!rtag_[0] || !rtag_[1]) {
+      b = rtag_[0] ? 1 : 0;
+    } else {
+      b = rat_[0] <= rat_[1] ? 0 : 1;
+    }
+    ArmRing(b, bound, cpu);
+  }
+  if (has_after && slot_at(after) < 0) ArmRing(1 - b, after, cpu);
+  // Unpark's FUTEX_WAKE completes it (or, had a token come already, it
+  // fails at once: the word is no longer kParkedFutex).
+  if (!rfutex_) {
+    ring_.QueueFutexWait(kRingFutexTag, &state_, kParkedFutex);
+    rfutex_ = true;
+  }
+  ++sleeps_;
+  ++ring_sleeps_;
+  long n = ring_.Enter();
+  if (n < 0 && errno != EINTR) {
+    // Not usable from here (a vfork child shares this memory and has no
+    // ring registered): forget it, never unmap (the mappings may be the
+    // parent's), and keep without it.
+    ring_.Forget();
+    rtag_[0] = rtag_[1] = 0;
+    rfutex_ = false;
+    ring_off_ = true;
+    return kRetry;
+  }
+  // The sleep waits for one completion: none means a signal ended it
+  // (after a submission the kernel returns the count, not EINTR), a
+  // handled one or a stop, as epoll_wait's sleep.
+  unsigned r = ReapRing() && n >= 0 ? 0 : kInterrupted;
+  if (Deadline::At(bound).Expired()) r |= kTimedOut;
+  return r;
+}
+
 unsigned Parker::SleepFutexUntil(int64_t at_ns) {
   ++sleeps_;
   timespec ts{static_cast<time_t>(at_ns / 1000000000),
@@ -533,7 +645,8 @@ unsigned Parker::SleepDegraded(const Deadline& deadline, const sigset_t* mask,
 // and parks again unless that handed it a token.
 template <class SleepOnce>
 Parker::Result Parker::ParkLoop(int parked_state, const Deadline& deadline,
-                                bool can_keep, SleepOnce sleep_once) {
+                                bool can_keep, SleepOnce sleep_once,
+                                OnStop on_stop) {
   int saved_errno = errno;
   // acq_rel: the acquire half pairs with Unpark's release (what the waker
   // wrote before waking us is visible once we see its token); the release
@@ -581,6 +694,10 @@ Parker::Result Parker::ParkLoop(int parked_state, const Deadline& deadline,
       r = sleep_once(bound);
     } else if (bound.Expired()) {
       r = kTimedOut;
+    } else if (unparked.keeper && on_stop == OnStop::kMayInterrupt &&
+               !((r = SleepOnRing(bound.at_ns(), after)) & kRetry)) {
+      // Slept in its ring: one system call for the sleep and the next
+      // lookahead, and no descriptor to prove ours (base/keeper_ring.h).
     } else {
       // Only a keeper is bounded (cover), and only a futex sleep keeps.
       // The backstop ends a sleep on the lookahead if the application
@@ -658,11 +775,12 @@ Parker::Result Parker::ParkLoop(int parked_state, const Deadline& deadline,
 }
 
 Parker::Result Parker::Park(const Deadline& deadline, const sigset_t* mask,
-                            pollfd* kfds, nfds_t nkfds) {
+                            pollfd* kfds, nfds_t nkfds, OnStop on_stop) {
   if (!mask && !(kfds && nkfds > 1)) {
-    return ParkLoop(kParkedFutex, deadline, true, [&](const Deadline& until) {
-      return SleepFutex(until, false);
-    });
+    return ParkLoop(
+        kParkedFutex, deadline, true,
+        [&](const Deadline& until) { return SleepFutex(until, false); },
+        on_stop);
   }
   for (;;) {
     if (!EnsureFds()) {

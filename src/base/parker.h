@@ -117,6 +117,7 @@
 #include <cstdint>
 
 #include "base/deadline.h"
+#include "base/keeper_ring.h"
 #include "base/list.h"
 
 namespace uepoll::impl {
@@ -134,13 +135,20 @@ class Parker {
   // The calling thread's parker.
   static Parker& Current();
 
+  // What a stop and continue with no handler (SIGSTOP, then SIGCONT) does
+  // to a sleep: the kernel restarts poll() and a futex sleep (kWaitOn),
+  // and ends epoll_wait with EINTR (kMayInterrupt: the caller accepts
+  // that, so a keeper may sleep in its ring, whose sleep ends so).
+  enum class OnStop { kWaitOn, kMayInterrupt };
+
   // Sleeps until Unpark, the deadline, a handled signal (epoll_wait's rule:
   // never restarted) or, if kfds is given, until one of the kernel
   // descriptors kfds[1..nkfds) is ready (their revents are filled in).
   // kfds[0] is reserved for the parker's own descriptor. With mask, it is
   // installed atomically for the sleep, as ppoll and epoll_pwait do.
   Result Park(const Deadline& deadline, const sigset_t* mask,
-              pollfd* kfds = nullptr, nfds_t nkfds = 0);
+              pollfd* kfds = nullptr, nfds_t nkfds = 0,
+              OnStop on_stop = OnStop::kWaitOn);
 
   // Sleeps until Unpark or a handled signal, with blocking read()'s
   // restart semantics: kInterrupted only for handlers without SA_RESTART.
@@ -216,6 +224,13 @@ class Parker {
   int DebugLookaheadFd(int i) const { return ltfd_[i]; }
   int64_t DebugLookaheadAt(int i) const { return larmed_[i]; }
   int DebugLookaheadCpu(int i) const { return lcpu_[i]; }
+  // For tests, on the owner: whether it has a keeper ring, and the instant
+  // ring timeout i is pending at (0: none).
+  bool DebugRingOpen() const { return ring_.open(); }
+  int64_t DebugRingAt(int i) const { return rtag_[i] ? rat_[i] : 0; }
+  int DebugRingCpu(int i) const { return rcpu_[i]; }
+  uint64_t DebugRingSleeps() const { return ring_sleeps_; }
+  bool DebugRingFutexPending() const { return rfutex_; }
   // For tests, on the owner: how many sleeps it has made in the kernel.
   uint64_t DebugSleeps() const { return sleeps_; }
   // For tests, from any thread: whether the owner sleeps in pkep_ now.
@@ -243,6 +258,9 @@ class Parker {
   // it itself).
   static constexpr unsigned kRetry = 0x100;
   static constexpr unsigned kLost = 0x200;
+  // The user_data of the keeper ring's FUTEX_WAIT request (timeouts take
+  // 2 and up; 0 is a failed update's).
+  static constexpr uint64_t kRingFutexTag = 1;
 
   // The lookahead's timerfds in pkep_: edge-triggered, so that each expiry
   // is reported once (they are never read).
@@ -271,6 +289,18 @@ class Parker {
   // proved it ours (false: not armed; abandoned if not ours).
   bool ArmLookahead(int slot, int64_t at, int cpu);
   bool ModLookahead(int slot);
+  // The keeper's sleep in its ring (base/keeper_ring.h) until `bound`, with
+  // a timeout of the ring pending at `after` as the lookahead; ended by
+  // that bound (kTimedOut), Unpark (0, the loop takes the token) or a
+  // signal (kInterrupted, a stop and continue included). kRetry: no ring
+  // (none can be made, or it failed): the caller sleeps another way.
+  unsigned SleepOnRing(int64_t bound, int64_t after);
+  // Takes the ring's completions: a fired timeout frees its slot, the
+  // futex request's ends it. Whether there was any.
+  bool ReapRing();
+  // Arms ring slot `slot` at `at` from this CPU (a new timeout, or the
+  // pending one moved).
+  void ArmRing(int slot, int64_t at, int cpu);
   // The keeper's futex sleep until an absolute CLOCK_MONOTONIC instant.
   unsigned SleepFutexUntil(int64_t at_ns);
   // The keeper's sleep in pkep_, ended by the lookahead's timerfd at
@@ -285,7 +315,7 @@ class Parker {
                          pollfd* kfds, nfds_t nkfds);
   template <class SleepOnce>
   Result ParkLoop(int parked_state, const Deadline& deadline, bool can_keep,
-                  SleepOnce sleep_once);
+                  SleepOnce sleep_once, OnStop on_stop = OnStop::kWaitOn);
 
   // Relaxed: a thread that has something to pin installed the hook itself,
   // before its own sleep.
@@ -322,8 +352,23 @@ class Parker {
   // there (Lookahead keeps the two on one CPU).
   int lcpu_[2] = {-1, -1};
   bool lookahead_off_ = false;  // could not be made: keep without it
-  uint64_t sleeps_ = 0;         // sleeps in the kernel, for tests
-  ListNode registry_node_;      // in ParkerRegistry, for fork()
+  // The keeper's ring (SleepOnRing), made by the first keeper sleep that
+  // may use it. Its two timeout slots: the tag each was queued with (0:
+  // none pending; a tag is never reused), the instant and the CPU it was
+  // armed at; whether the FUTEX_WAIT request on state_ is pending. Owner
+  // only (the fork child's handler forgets the ring).
+  KeeperRing ring_;
+  uint64_t rtag_[2] = {0, 0};
+  int64_t rat_[2] = {0, 0};
+  int rcpu_[2] = {-1, -1};
+  bool rfutex_ = false;
+  uint64_t rnext_tag_ = 2;    // 0: a failed update; 1: the futex request
+  bool ring_off_ = false;     // failed on this thread: keep without it
+  bool ring_busy_ = false;    // a sleep in it is under way (a handler's
+                              // nested sleep does not use it)
+  uint64_t ring_sleeps_ = 0;  // for tests
+  uint64_t sleeps_ = 0;       // sleeps in the kernel, for tests
+  ListNode registry_node_;    // in ParkerRegistry, for fork()
 };
 
 }  // namespace uepoll::impl

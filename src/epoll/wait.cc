@@ -401,7 +401,8 @@ int Eventpoll::MinWait(epoll_event* events, int maxevents, const WaitArgs& args,
     nfds_t nk = watch_kernel && !kernel_ready ? SleepSet(kfds) : 1;
     WaiterGuard guard(this, &w);
     Parker::Result r =
-        w.parker->Park(until, args.sigmask, nk > 1 ? kfds : nullptr, nk);
+        w.parker->Park(until, args.sigmask, nk > 1 ? kfds : nullptr, nk,
+                       Parker::OnStop::kMayInterrupt);
     guard.Dequeue();
     if (r & Parker::kKernelReady) {
       AfterKernelSleep(kfds, nk);
@@ -607,7 +608,8 @@ int Eventpoll::WaitLoop(epoll_event* events, int maxevents,
     nfds_t nk = SleepSet(kfds);
     WaiterGuard guard(this, &w);
     Parker::Result r =
-        w.parker->Park(deadline, sigmask, nk > 1 ? kfds : nullptr, nk);
+        w.parker->Park(deadline, sigmask, nk > 1 ? kfds : nullptr, nk,
+                       Parker::OnStop::kMayInterrupt);
     // Still queued: nobody picked us (timeout, signal, or a stale token).
     // Picked: an event was meant for us, so harvest even if we timed out.
     eavail = guard.Dequeue();

@@ -126,6 +126,32 @@ TEST_P(StopContinue, PlainWaitOnUepollObjectsOnly) {
   EXPECT_EQ(w.result(), 1);
 }
 
+// An epoll wait whose thread keeps the timers: the kernel's ends EINTR at
+// a stop and continue, and so does uepoll's, whose keeper sleeps in its
+// ring (base/keeper_ring.h), a sleep that ends there as epoll_wait's does.
+// Where the kernel makes no ring the keeper sleeps on its futex and waits
+// on (D6 (c)): skipped.
+TEST_P(StopContinue, WaitKeepingTimersIsEintr) {
+  const Backend* b = &B();
+  int ep = Epoll();
+  int t = b->timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  ASSERT_GE(t, 0);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, t, EPOLLIN, 1), 0);
+  itimerspec v{};
+  v.it_value.tv_sec = 4;
+  ASSERT_EQ(b->timerfd_settime(t, 0, &v, nullptr), 0);
+  Waiter w(
+      [b, ep](epoll_event* ev) { return b->epoll_wait(ep, ev, 1, kWaitMs); });
+  ASSERT_TRUE(w.Parked());
+  bool ring = Snapshot(w.tid()).nr == SYS_io_uring_enter;
+  ASSERT_TRUE(StopAndContinueMe());
+  ASSERT_TRUE(w.WaitDone());
+  b->close(t);
+  if (!IsKernel() && !ring) GTEST_SKIP() << "no keeper ring here";
+  EXPECT_EQ(w.result(), -1);
+  EXPECT_EQ(w.error(), EINTR);
+}
+
 // poll() over timerfds, stopped and continued while it sleeps until the
 // second of three expiries: the kernel restarts poll after a stop (its
 // restart code), so both backends return that expiry, not EINTR. On

@@ -70,12 +70,14 @@ inline char TaskState(pid_t tid) {
 // The system calls a waiting thread may sleep in, in one place. The kernel
 // backend blocks in the call under test; uepoll's parker sleeps in futex
 // (a futex sleep), epoll_pwait2 or ppoll (with a per-thread kernel
-// descriptor), or read (blocking I/O on its eventfd). When uepoll changes how
-// it sleeps, this list is what changes.
+// descriptor), io_uring_enter (a timer keeper in its ring,
+// base/keeper_ring.h), or read (blocking I/O on its eventfd). When uepoll
+// changes how it sleeps, this list is what changes.
 inline constexpr long kSleepSyscalls[] = {
-    SYS_read,        SYS_write,        SYS_readv,   SYS_writev, SYS_recvfrom,
-    SYS_recvmsg,     SYS_sendto,       SYS_sendmsg, SYS_ppoll,  SYS_pselect6,
-    SYS_epoll_pwait, SYS_epoll_pwait2, SYS_futex,
+    SYS_read,       SYS_write,          SYS_readv,       SYS_writev,
+    SYS_recvfrom,   SYS_recvmsg,        SYS_sendto,      SYS_sendmsg,
+    SYS_ppoll,      SYS_pselect6,       SYS_epoll_pwait, SYS_epoll_pwait2,
+    SYS_futex,      SYS_io_uring_enter,
 #ifdef SYS_poll
     SYS_poll,
 #endif
@@ -263,6 +265,7 @@ class Waiter {
   int error() const { return error_; }
   const epoll_event& event(int i) const { return events_[i]; }
   pthread_t handle() const { return handle_.load(std::memory_order_acquire); }
+  pid_t tid() const { return tid_.load(std::memory_order_acquire); }
 
  private:
   Fn fn_;

@@ -43,6 +43,7 @@
 namespace uepoll_test {
 namespace {
 
+using uepoll::impl::KeeperRing;
 using uepoll::impl::Parker;
 using uepoll::impl::TimerQueue;
 
@@ -509,11 +510,21 @@ TEST(TimerKeeper, KeeperGivesTheThreadItsTimerSlackBack) {
   ExpectNoUepollLeaks();
 }
 
+// The keeper's timerfd lookahead is its way without a ring (no io_uring, a
+// kernel before 6.7, UEPOLL_KEEPER_RING=0, or a sleep that must wait on
+// after a stop: poll()'s). The tests of that way turn rings off for their
+// length; the ring's own tests are in keeper_ring_test.cc.
+struct RingOff {
+  bool was = KeeperRing::SetAllowedForTest(false);
+  ~RingOff() { KeeperRing::SetAllowedForTest(was); }
+};
+
 // The keeper's lookahead (base/parker.h, "The lookahead"): before sleeping
 // until an expiry, a keeper arms a kernel timerfd of its own at the expiry
 // after it, so that its next sleep's timeout is never the earliest timer of
 // the CPU (the one whose arming costs a VM exit).
 struct Lookahead {
+  RingOff ring_off;
   int t1 = UTimer(), t2 = UTimer();
   int ep = UEpollWith(t1, 1);
   int64_t at1 = 0, at2 = 0;
@@ -945,6 +956,7 @@ TEST(TimerKeeper, CancelledKeeperHandsOver) {
 // kernel epoll, not on the futex): it unwinds out of that sleep, gives
 // up keeping, and the thread that waits for the covered expiry is served.
 TEST(TimerKeeper, KeeperCancelledWhileRestingOnItsLookaheadHandsOver) {
+  RingOff ring_off;
   int t1 = UTimer(), t2 = UTimer(), t3 = UTimer();
   int ep = UEpollWith(t1, 1);
   epoll_event ev{};
