@@ -102,6 +102,15 @@
 // Descriptors that cannot be made only turn the lookahead off for the
 // thread.
 //
+// The ring. A keeper whose sleep may end EINTR at a stop (an epoll wait:
+// OnStop::kMayInterrupt) does all of the above in its own io_uring
+// instead (base/keeper_ring.h, SleepOnRing): the bound and the lookahead
+// are two of the ring's timeouts, Unpark's FUTEX_WAKE completes a
+// FUTEX_WAIT request on state_, and one io_uring_enter per expiry submits
+// the next timeout and sleeps; the ring has no descriptor number to
+// prove ours. The timerfds are the way without a ring (poll(), whose
+// sleep the kernel restarts after a stop; a kernel that makes none).
+//
 // Lifetime: a Parker is thread_local. Wakers only call Unpark while holding
 // the lock of the queue the owner's wait entry is on; the owner removes its
 // entry under that lock before returning, so no Unpark can touch a Parker of
