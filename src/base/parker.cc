@@ -423,11 +423,6 @@ unsigned Parker::SleepOnRing(int64_t bound, int64_t after) {
     rtag_[0] = rtag_[1] = 0;
     rfutex_ = false;
   }
-  struct Busy {
-    bool* b;
-    explicit Busy(bool* f) : b(f) { *b = true; }
-    ~Busy() { *b = false; }  // a cancellation unwinds through here too
-  } busy(&ring_busy_);
   ReapRing();
   auto slot_at = [&](int64_t at) {
     return rtag_[0] && rat_[0] == at ? 0 : rtag_[1] && rat_[1] == at ? 1 : -1;
@@ -464,7 +459,12 @@ unsigned Parker::SleepOnRing(int64_t bound, int64_t after) {
   }
   ++sleeps_;
   ++ring_sleeps_;
+  // Set across the sleep, where a handler runs. Not reset by a
+  // cancellation, which ends the thread: this frame keeps nothing to
+  // clean up (base/cancellable.h).
+  ring_busy_ = true;
   long n = ring_.Enter();
+  ring_busy_ = false;
   if (n < 0 && errno != EINTR) {
     // Not usable from here (a vfork child shares this memory and has no
     // ring registered): forget it, never unmap (the mappings may be the
