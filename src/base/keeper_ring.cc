@@ -142,6 +142,18 @@ void KeeperRing::Forget() {
   queued_ = 0;
 }
 
+__kernel_timespec* KeeperRing::StampTs(int64_t at_ns) {
+  __kernel_timespec& ts = ts_[queued_ % kMaxQueued];
+  ts.tv_sec = at_ns / 1000000000;
+  ts.tv_nsec = at_ns % 1000000000;
+  return &ts;
+}
+
+void KeeperRing::Push() {
+  __atomic_store_n(sq_tail_, *sq_tail_ + 1, __ATOMIC_RELEASE);
+  ++queued_;
+}
+
 io_uring_sqe* KeeperRing::NextSqe() {
   unsigned tail = *sq_tail_;
   unsigned i = tail & sq_mask_;
@@ -152,35 +164,29 @@ io_uring_sqe* KeeperRing::NextSqe() {
 }
 
 void KeeperRing::QueueTimeout(uint64_t tag, int64_t at_ns) {
-  __kernel_timespec& ts = ts_[queued_ % kMaxQueued];
-  ts.tv_sec = at_ns / 1000000000;
-  ts.tv_nsec = at_ns % 1000000000;
+  __kernel_timespec* ts = StampTs(at_ns);
   io_uring_sqe* e = NextSqe();
   e->opcode = IORING_OP_TIMEOUT;
   e->fd = -1;
-  e->addr = reinterpret_cast<uint64_t>(&ts);
+  e->addr = reinterpret_cast<uint64_t>(ts);
   e->len = 1;
   e->off = 0;  // a pure timeout, not a count of completions
   e->timeout_flags = IORING_TIMEOUT_ABS;  // CLOCK_MONOTONIC
   e->user_data = tag;
-  __atomic_store_n(sq_tail_, *sq_tail_ + 1, __ATOMIC_RELEASE);
-  ++queued_;
+  Push();
 }
 
 void KeeperRing::QueueTimeoutUpdate(uint64_t tag, int64_t at_ns) {
-  __kernel_timespec& ts = ts_[queued_ % kMaxQueued];
-  ts.tv_sec = at_ns / 1000000000;
-  ts.tv_nsec = at_ns % 1000000000;
+  __kernel_timespec* ts = StampTs(at_ns);
   io_uring_sqe* e = NextSqe();
   e->opcode = IORING_OP_TIMEOUT_REMOVE;
   e->fd = -1;
   e->addr = tag;
-  e->addr2 = reinterpret_cast<uint64_t>(&ts);
+  e->addr2 = reinterpret_cast<uint64_t>(ts);
   e->timeout_flags = IORING_TIMEOUT_UPDATE | IORING_TIMEOUT_ABS;
   e->flags = IOSQE_CQE_SKIP_SUCCESS;
   e->user_data = 0;
-  __atomic_store_n(sq_tail_, *sq_tail_ + 1, __ATOMIC_RELEASE);
-  ++queued_;
+  Push();
 }
 
 void KeeperRing::QueueFutexWait(uint64_t tag, const std::atomic<int>* word,
@@ -192,8 +198,7 @@ void KeeperRing::QueueFutexWait(uint64_t tag, const std::atomic<int>* word,
   e->addr2 = static_cast<uint32_t>(expected);
   e->addr3 = FUTEX_BITSET_MATCH_ANY;
   e->user_data = tag;
-  __atomic_store_n(sq_tail_, *sq_tail_ + 1, __ATOMIC_RELEASE);
-  ++queued_;
+  Push();
 }
 
 long KeeperRing::Enter() {

@@ -92,7 +92,11 @@ class KeeperRing {
   }
 
  private:
+  // The next entry, cleared; Push() hands it to the kernel's side.
   io_uring_sqe* NextSqe();
+  void Push();
+  // A timespec for the entry being queued (read by the kernel at submission).
+  __kernel_timespec* StampTs(int64_t at_ns);
 
   static inline std::atomic<int> allowed_{-1};  // -1 unknown, 0 no, 1 yes
 
