@@ -107,7 +107,7 @@ void Eventpoll::Put() {
 int EpItemWake(WaitEntry* wait, uint32_t key) {
   EpItem* epi = UEPOLL_CONTAINER_OF(wait, EpItem, wait);
   Eventpoll* ep = epi->ep;
-  uint32_t events = epi->events.load(std::memory_order_relaxed);
+  uint32_t events = epi->events.load(std::memory_order_acquire);
   // A disabled ONESHOT item, or a hint that names nothing we want: no need
   // for lock_ (a MOD racing with this re-polls after publishing events).
   if (!(events & ~kEpPrivateBits)) return 0;
@@ -253,6 +253,13 @@ int Eventpoll::Modify(EpItem* epi, const epoll_event& ev) {
   // A seq_cst RMW is a full barrier (the kernel's smp_mb here): either a
   // concurrent callback sees the new events, or the poll below sees the
   // readiness that woke it. An RMW rather than a fence: TSan models it.
+  // A disabled item may still be marked queued (a ONESHOT item a harvest
+  // reported: HarvestItem) though no list holds it; cleared before the
+  // events are published, so that a wakeup that sees them (its acquire
+  // load in EpItemWake) sees the item unqueued and links it.
+  if (!(epi->events.load(std::memory_order_relaxed) & ~kEpPrivateBits)) {
+    epi->queued.store(false, std::memory_order_relaxed);
+  }
   epi->events.exchange(ev.events, std::memory_order_seq_cst);
   if (epi->file->is_epoll()) ModChildLocked(epi);
   if (ItemPoll(epi, 1) && LinkReady(epi)) poll_wait_.WakeUp(EPOLLIN, 1);

@@ -11,8 +11,9 @@
 //                           scanner (holding ep->mtx_) owns the items it
 //                           spliced out
 //   ovf_next                ep->lock_ (kOvfRemoved once removed)
-//   queued                  written under ep->lock_ or by the scanner that
-//                           owns the item; read lockless by the callback
+//   queued                  written under ep->lock_, by the scanner that
+//                           owns the item, or under ep->mtx_ by a MOD of
+//                           a disabled item; read lockless by the callback
 //   batch                   ep->mtx_, by the scanner that owns the item
 //   wait                    the watched file's PollQueue().lock_; a
 //                           lockless wakeup (WaitQueue::WakeUpBorrowed)
@@ -52,6 +53,8 @@ struct EpItem {
   // "A future scan will poll this item": it is on rdllist_, or on a scan's
   // private list and not yet processed. Lets a wakeup skip lock_ when the
   // item is already queued and no thread waits (EpItemWake's fast path).
+  // A disabled item's mark may be stale (a reported ONESHOT item keeps
+  // it): no wakeup reads it then, and the MOD that re-arms clears it.
   std::atomic<bool> queued;
   bool dying;
   // The two-pass harvest (Eventpoll::SendEvents) that last reported the

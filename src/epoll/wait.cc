@@ -129,8 +129,14 @@ bool Eventpoll::HarvestItem(EpItem* epi, epoll_event* events, int* res,
   // this harvest, so a wakeup that sees it queued meanwhile and leaves it
   // alone loses nothing (the next harvest polls it again), and the seq_cst
   // store below is saved. Only an item that may leave the list needs it.
-  // An idle one is polled twice so; only where a poll is one load.
-  if (lt && PollIsALoad(epi->file)) revents = ItemPoll(epi, 1);
+  // A ready ONESHOT item is polled so too: this harvest disables it, and
+  // a wakeup never looks past a disabled item's events, so the mark left
+  // behind is never read before the MOD that re-arms it clears it
+  // (Modify). An idle one is polled twice so; only where a poll is one
+  // load.
+  if ((lt || (ev & EPOLLONESHOT)) && PollIsALoad(epi->file)) {
+    revents = ItemPoll(epi, 1);
+  }
   if (!revents) {
     // Before the poll (seq_cst pairs with the callback's load): a wakeup
     // after this point takes the slow path and links or chains the item

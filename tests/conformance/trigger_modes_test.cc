@@ -249,6 +249,38 @@ TEST_P(TriggerModes, OneshotRearmedIdleItemWaitsForNextEvent) {
   EXPECT_EQ(Wait(ep), (Evs{{EPOLLIN, 1}}));
 }
 
+// A reported ONESHOT item may keep its "queued" mark while disabled
+// (src/epoll/wait.cc, HarvestItem); the MOD that re-arms it, in any mode,
+// must leave it where the next write's wakeup links it
+// (mutant ep-mod-keeps-stale-queued).
+TEST_P(TriggerModes, OneshotRearmedAsEtOrLtSeesTheNextWrite) {
+  for (uint32_t mode : {uint32_t{EPOLLET}, uint32_t{0}}) {
+    int ep = Epoll();
+    int efd = Eventfd(1);
+    ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLIN | EPOLLONESHOT, 1), 0);
+    ASSERT_EQ(Wait(ep), (Evs{{EPOLLIN, 1}}));
+    EfdRead(efd);
+    ASSERT_EQ(Ctl(ep, EPOLL_CTL_MOD, efd, EPOLLIN | mode, 2), 0);
+    EXPECT_TRUE(Wait(ep).empty()) << mode;
+    EfdWrite(efd, 1);
+    EXPECT_EQ(Wait(ep), (Evs{{EPOLLIN, 2}})) << mode;
+  }
+}
+
+// A ONESHOT item queued while ready and idle by its harvest is dropped
+// unreported and still armed: the next write reports it
+// (mutant ep-oneshot-harvest-keeps-mark-when-idle).
+TEST_P(TriggerModes, OneshotFoundIdleByAHarvestReportsTheNextWrite) {
+  int ep = Epoll();
+  int efd = Eventfd(1);
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLIN | EPOLLONESHOT, 1), 0);
+  EfdRead(efd);
+  EXPECT_TRUE(Wait(ep).empty());
+  EfdWrite(efd, 1);
+  EXPECT_EQ(Wait(ep), (Evs{{EPOLLIN, 1}}));
+  EXPECT_TRUE(Wait(ep).empty()) << "reported: disabled now";
+}
+
 TEST_P(TriggerModes, OneshotEtReportsOnce) {
   int ep = Epoll();
   int efd = Eventfd(1);
