@@ -103,31 +103,6 @@ int RingSlotAt(int64_t at) {
   return -1;
 }
 
-// The CPU whose queue holds an io_uring timeout expiring at `at_ns`
-// (CLOCK_MONOTONIC, no slack), from /proc/timer_list; -1 if none is listed
-// or the list cannot be read (it is root's only).
-int KernelRingTimeoutCpuAt(int64_t at_ns) {
-  std::ifstream list("/proc/timer_list");
-  if (!list) return -1;
-  std::string line;
-  int cpu = -1, clock = -1;
-  bool ours = false;
-  const std::string expires = " # expires at ";
-  while (std::getline(list, line)) {
-    if (line.rfind("cpu: ", 0) == 0) {
-      cpu = std::stoi(line.substr(5));
-    } else if (line.rfind(" clock ", 0) == 0) {
-      clock = std::stoi(line.substr(7));
-    } else if (line.rfind(" #", 0) == 0 && line.rfind(expires, 0) != 0) {
-      ours = line.find(", io_timeout_fn,") != std::string::npos;
-    } else if (ours && clock == 0 && line.rfind(expires, 0) == 0) {
-      if (std::stoll(line.substr(expires.size())) == at_ns) return cpu;
-      ours = false;
-    }
-  }
-  return -1;
-}
-
 // The keeper sleeps in its ring with the next expiry pending there: the
 // kernel holds an io_uring timeout at that instant, armed before the
 // expiry before it fired (so it was not the CPU's earliest timer).
@@ -139,7 +114,7 @@ TEST(KeeperRing, KeeperSleepsInItsRingWithTheNextExpiryPending) {
   SKIP_WITHOUT_RING();
   EXPECT_GT(p.DebugRingSleeps(), sleeps) << "never slept in the ring";
   ASSERT_GE(RingSlotAt(tt.at2), 0) << "nothing pending at the second expiry";
-  int cpu = KernelRingTimeoutCpuAt(tt.at2);
+  int cpu = KernelTimerCpuAt(tt.at2, "io_timeout_fn");
   if (std::ifstream("/proc/timer_list")) {
     EXPECT_GE(cpu, 0) << "the kernel holds no io_uring timeout at " << tt.at2;
   }
@@ -277,7 +252,7 @@ TEST(KeeperRing, KeeperThatMovedRearmsItsPendingTimeoutOnItsNewCpu) {
   int slot = RingSlotAt(tt.at2);
   ASSERT_GE(slot, 0) << "nothing pending at the second expiry";
   EXPECT_EQ(p.DebugRingCpu(slot), cpus[0]);
-  int before = KernelRingTimeoutCpuAt(tt.at2);
+  int before = KernelTimerCpuAt(tt.at2, "io_timeout_fn");
   int t3 = UTimer();
   ASSERT_EQ(UAdd(tt.ep, t3, 3), 0);
   ASSERT_TRUE(UArmAt(t3, ClockNs(CLOCK_MONOTONIC) + 3000 * kMs));
@@ -286,7 +261,7 @@ TEST(KeeperRing, KeeperThatMovedRearmsItsPendingTimeoutOnItsNewCpu) {
   std::atomic<int> during{-3};
   std::thread look([&] {
     if (Eventually([&] { return SleepsInSyscall(self); })) {
-      during = KernelRingTimeoutCpuAt(tt.at2);
+      during = KernelTimerCpuAt(tt.at2, "io_timeout_fn");
     }
   });
   epoll_event ev{};

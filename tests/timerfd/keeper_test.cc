@@ -603,32 +603,6 @@ TEST(TimerKeeper, KeeperArmsAKernelTimerAtTheNextExpiry) {
   ExpectNoUepollLeaks();
 }
 
-// The CPU whose queue holds the kernel's timerfd timer that expires at
-// `at_ns` (CLOCK_MONOTONIC), from /proc/timer_list; -1 if none is listed
-// or the list cannot be read (it is root's only).
-int KernelTimerfdCpuAt(int64_t at_ns) {
-  std::ifstream list("/proc/timer_list");
-  if (!list) return -1;
-  std::string line;
-  int cpu = -1, clock = -1;
-  bool timerfd = false;
-  const std::string expires = " # expires at ";
-  while (std::getline(list, line)) {
-    if (line.rfind("cpu: ", 0) == 0) {
-      cpu = std::stoi(line.substr(5));
-    } else if (line.rfind(" clock ", 0) == 0) {
-      clock = std::stoi(line.substr(7));
-    } else if (line.rfind(" #", 0) == 0 && line.rfind(expires, 0) != 0) {
-      timerfd = line.find(", timerfd_tmrproc,") != std::string::npos;
-    } else if (timerfd && clock == 0 && line.rfind(expires, 0) == 0) {
-      // " # expires at SOFT-HARD nsecs [...]": a timerfd has no slack.
-      if (std::stoll(line.substr(expires.size())) == at_ns) return cpu;
-      timerfd = false;
-    }
-  }
-  return -1;
-}
-
 // A keeper that moved to another CPU since it armed the lookahead pending
 // at its bound arms that one again from where it now runs, before the
 // next: the kernel queues a timer on the CPU that arms it, and its
@@ -657,7 +631,7 @@ TEST(TimerKeeper, KeeperThatMovedArmsItsPendingLookaheadOnItsNewCpu) {
   ASSERT_GE(slot, 0) << "no lookahead at the second expiry";
   Parker& p = Parker::Current();
   EXPECT_EQ(p.DebugLookaheadCpu(slot), cpus[0]);
-  int before = KernelTimerfdCpuAt(l.at2);
+  int before = KernelTimerCpuAt(l.at2, "timerfd_tmrproc");
   // A third timer, so that the next sleep arms the other slot and rests.
   int t3 = l.AddTimer(3);
   ASSERT_GE(t3, 0);
@@ -666,7 +640,7 @@ TEST(TimerKeeper, KeeperThatMovedArmsItsPendingLookaheadOnItsNewCpu) {
   std::atomic<int> during{-3};
   std::thread look([&] {
     if (Eventually([&] { return p.DebugParkedFd(); })) {
-      during = KernelTimerfdCpuAt(l.at2);
+      during = KernelTimerCpuAt(l.at2, "timerfd_tmrproc");
     }
   });
   epoll_event ev{};

@@ -7,6 +7,8 @@
 #include <sys/timerfd.h>
 
 #include <cstdint>
+#include <fstream>
+#include <string>
 
 #include "conformance/helpers.h"
 
@@ -82,6 +84,35 @@ class TimerfdTest : public ConformanceTest {
     Close(ep);
   }
 };
+
+// The CPU whose queue holds a kernel hrtimer of CLOCK_MONOTONIC, with no
+// slack, that expires at `at_ns` and runs `function` (a timerfd's is
+// "timerfd_tmrproc", an io_uring timeout's "io_timeout_fn"), from
+// /proc/timer_list; -1 if none is listed or the list cannot be read (it
+// is root's only).
+inline int KernelTimerCpuAt(int64_t at_ns, const std::string& function) {
+  std::ifstream list("/proc/timer_list");
+  if (!list) return -1;
+  const std::string expires = " # expires at ";
+  const std::string named = ", " + function + ",";
+  std::string line;
+  int cpu = -1, clock = -1;
+  bool ours = false;
+  while (std::getline(list, line)) {
+    if (line.rfind("cpu: ", 0) == 0) {
+      cpu = std::stoi(line.substr(5));
+    } else if (line.rfind(" clock ", 0) == 0) {
+      clock = std::stoi(line.substr(7));
+    } else if (line.rfind(" #", 0) == 0 && line.rfind(expires, 0) != 0) {
+      ours = line.find(named) != std::string::npos;
+    } else if (ours && clock == 0 && line.rfind(expires, 0) == 0) {
+      // " # expires at SOFT-HARD nsecs [...]": no slack, SOFT is the instant.
+      if (std::stoll(line.substr(expires.size())) == at_ns) return cpu;
+      ours = false;
+    }
+  }
+  return -1;
+}
 
 }  // namespace uepoll_test
 
