@@ -7,6 +7,8 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#include <atomic>
+
 #include "base/cancellable.h"
 #include "base/sys.h"
 
@@ -55,8 +57,10 @@ bool KeeperRing::Open() {
   bool refused =
       fd < 0 && errno != EMFILE && errno != ENFILE && errno != ENOMEM;
   bool ok = fd >= 0;
-  // Every request this ring makes must exist in this kernel.
-  if (ok) {
+  // Every request this ring makes must exist in this kernel: asked by the
+  // first ring of the process (a refusal turns rings off for all).
+  static std::atomic<bool> ops_supported{false};
+  if (ok && !ops_supported.load(std::memory_order_relaxed)) {
     constexpr unsigned kOps = 64;
     alignas(io_uring_probe) unsigned char
         buf[sizeof(io_uring_probe) + kOps * sizeof(io_uring_probe_op)];
@@ -71,6 +75,7 @@ bool KeeperRing::Open() {
            (probe->ops[op].flags & IO_URING_OP_SUPPORTED);
     }
     refused = !ok;
+    if (ok) ops_supported.store(true, std::memory_order_relaxed);
   }
   if (ok) {
     sq_len_ = p.sq_off.array + p.sq_entries * sizeof(unsigned);
