@@ -48,8 +48,12 @@ void Eventpoll::DoneScan(ListNode* txlist, int ntx, ListNode* requeue,
 
 void Eventpoll::FinishHarvestLocked(ListNode* requeue, int nrequeue) {
   for (ListNode* n = requeue->next; n != requeue; n = n->next) {
-    UEPOLL_CONTAINER_OF(n, EpItem, rdllink)
-        ->queued.store(true, std::memory_order_relaxed);
+    // Most are marked still (a ready LT eventfd is polled marked): a store
+    // would take the line from the writer that reads it on every write.
+    EpItem* epi = UEPOLL_CONTAINER_OF(n, EpItem, rdllink);
+    if (!epi->queued.load(std::memory_order_relaxed)) {
+      epi->queued.store(true, std::memory_order_relaxed);
+    }
   }
   rdllist_.SpliceBack(requeue);
   nready_ += nrequeue;
