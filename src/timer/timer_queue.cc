@@ -274,6 +274,19 @@ int64_t TimerQueue::Cover(int64_t deadline_ns, bool can_keep, bool* keeper,
       *keeper = true;
       bound = d;
       *after = NextAfterLocked(d);
+      // The timer thread sleeps for an expiry this keeper now covers: it
+      // decided while nobody kept (typically just after the keeper's last
+      // wake, while that thread harvested). Left alone it wakes with the
+      // keeper at that expiry, finds the keeper harvesting again, and the
+      // two wake together at every expiry from then on. Woken now, it
+      // decides while this thread keeps, and goes dormant. Once per
+      // expiry: a keeper that leaves its sleep before the thread decided
+      // (a busy loop) must not cost a kick per sleep.
+      if (sleeping_ && !dormant_ && sleep_until_ != kNsMax &&
+          dormant_kick_for_ != d) {
+        dormant_kick_for_ = d;
+        kick = KickLocked(0);
+      }
     } else {
       if (*keeper) {  // exact_ came, or nothing is armed any more
         keeper_ = false;
@@ -625,6 +638,7 @@ void TimerQueue::ForkChild() NO_THREAD_SAFETY_ANALYSIS {
   q.alone_ = false;
   q.keeper_bound_ = kNsMax;
   q.keeper_stalled_ = false;
+  q.dormant_kick_for_ = kNsMax;
   q.PublishLocked();
   q.sleep_until_ = kNsMax;
   q.futex_.Reset();

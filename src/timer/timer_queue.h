@@ -265,6 +265,9 @@ class TimerQueue {
   // Cover or its Resign. Set by the thread, cleared there.
   bool keeper_stalled_ GUARDED_BY(mu_) = false;
   bool exact_ GUARDED_BY(mu_) = false;  // RequireExact was called
+  // The expiry a keeper last kicked the thread for, to go dormant (Cover):
+  // one kick per expiry at most.
+  int64_t dormant_kick_for_ GUARDED_BY(mu_) = kNsMax;
   TimedFutex futex_;
 };
 

@@ -201,6 +201,10 @@ void TimerfdHandler::ParkedOnNothingArmed(bool earlier) {
       return kb != INT64_MAX && kb > bound + 500 * kMs;
     }));
   }
+  // The bound is published before A's sleep starts: a handler run in
+  // between runs before the sleep, as the kernel's would before its wait,
+  // and the wait then has no reason to fail EINTR. A must be asleep again.
+  ASSERT_TRUE(WaitUntilParked(a.tid())) << "A never slept again";
   ASSERT_LT(ClockNs(CLOCK_MONOTONIC), due) << "setup outlasted the timer";
   HoldInHandler(a);
   bool served = Eventually([&] { return b.Done(); });

@@ -107,7 +107,10 @@ struct DormantSetup {
   int early = -1;
   std::unique_ptr<Waiter> keeper;
 
+  // The covered expiry is between these two: the arm reads the clock
+  // after cover_at was taken, and before cover_by.
   int64_t cover_at = 0;
+  int64_t cover_by = 0;
 
   bool Start(int cover_fd, int64_t cover_ns) {
     efd = uepoll_eventfd(0, EFD_NONBLOCK);
@@ -115,6 +118,7 @@ struct DormantSetup {
     early = UTimer();
     cover_at = ClockNs(CLOCK_MONOTONIC) + cover_ns;
     UArm(cover_fd, cover_ns);
+    cover_by = ClockNs(CLOCK_MONOTONIC) + cover_ns;
     keeper = std::make_unique<Waiter>([this](epoll_event* evs) {
       return uepoll_epoll_wait(ep, evs, Waiter::kEvents, kWaitMs);
     });
@@ -189,6 +193,50 @@ TEST(TimerKeeper, SingleWaiterRunsTheExpiriesItself) {
   // two apart.
   EXPECT_LT(woke, kExpiries / 2) << "the timer thread ran the expiries";
   uepoll_close(ep);
+  uepoll_close(t);
+  ExpectNoUepollLeaks();
+}
+
+// The timer thread decided while nobody kept (here: armed before anyone
+// waits; in a loop: just after the keeper's wake, while it harvests) and
+// sleeps until the expiry. A thread that then parks and keeps that expiry
+// sends it dormant at once: left asleep, it would wake with the keeper at
+// the expiry, find it harvesting again, and the two would wake together at
+// every expiry after (what SingleWaiterRunsTheExpiriesItself saw under
+// ThreadSanitizer: 78 timer-thread wakeups for 60 expiries).
+TEST(TimerKeeper, KeeperSendsTheThreadSleepingUntilItsExpiryDormant) {
+  int t = UTimer();
+  int ep = UEpollWith(t, 5);
+  int64_t due_after = ClockNs(CLOCK_MONOTONIC) + kCoverNs;
+  UArm(t, kCoverNs);
+  // A blocking read may not keep: the timer thread runs u for it (ending a
+  // lapse an earlier test may have left), then decides with no keeper.
+  int u = UTimer(0);
+  UArm(u, 2 * kMs);
+  uint64_t ticks = 0;
+  ASSERT_EQ(uepoll_read(u, &ticks, 8), 8);
+  std::vector<pid_t> tt;
+  ASSERT_TRUE(Eventually([&] {
+    tt = ThreadsNamedForTest("uepoll-timer");
+    return tt.size() == 1;
+  }));
+  ASSERT_TRUE(WaitUntilParked(tt[0])) << "the timer thread never slept";
+  ASSERT_FALSE(TimerQueue::Get().thread_dormant()) << "nobody keeps yet";
+  Waiter a([&](epoll_event* evs) {
+    return uepoll_epoll_wait(ep, evs, Waiter::kEvents, kWaitMs);
+  });
+  ASSERT_TRUE(a.Parked());
+  ASSERT_TRUE(Eventually([] { return TimerQueue::Get().has_keeper(); }));
+  // Long before the expiry (the thread's own wake would come only then).
+  bool dormant = Eventually([] { return TimerQueue::Get().thread_dormant(); },
+                            std::chrono::milliseconds(kCoverNs / kMs / 2));
+  EXPECT_LT(ClockNs(CLOCK_MONOTONIC), due_after) << "setup outlasted kCoverNs";
+  EXPECT_TRUE(dormant) << "the timer thread still waits for the expiry";
+  ASSERT_TRUE(a.WaitDone());
+  EXPECT_EQ(a.result(), 1);
+  EXPECT_EQ(a.event(0).data.u64, 5u);
+  uepoll_close(ep);
+  uepoll_close(u);
   uepoll_close(t);
   ExpectNoUepollLeaks();
 }
@@ -466,15 +514,17 @@ TEST(TimerKeeper, ThreadParkedWhileNothingWasArmedIsServed) {
 TEST(TimerKeeper, ZeroTimeoutWaitAfterTheKeeperLeftSeesTheExpiry) {
   int t = UTimer();
   int tep = UEpollWith(t, 3);
-  int64_t covered_at = 0;
+  int64_t covered_by = 0;
   {
     DormantSetup s;
     ASSERT_TRUE(s.Start(t, kCoverNs));
     ASSERT_TRUE(s.WakeKeeper());
-    covered_at = s.cover_at;
+    covered_by = s.cover_by;
   }
-  // Past the expiry, with no thread having waited since.
-  int64_t until = covered_at + 20 * kMs;
+  // Past the expiry (the first arm also starts the timer thread, which may
+  // take a loaded machine tens of ms: cover_by, not cover_at), with no
+  // thread having waited since.
+  int64_t until = covered_by + 20 * kMs;
   while (ClockNs(CLOCK_MONOTONIC) < until) std::this_thread::yield();
   epoll_event ev;
   EXPECT_EQ(uepoll_epoll_wait(tep, &ev, 1, 0), 1);
