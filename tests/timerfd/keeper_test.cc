@@ -298,18 +298,29 @@ TEST(TimerKeeper, KeeperAloneCostsTheTimerThreadNoWakeups) {
 // wait for that timer is served at its expiry, by the timer thread, while
 // the old keeper still sleeps (it kept a bound long past before, which
 // covered the new timer, and the timer thread, asleep for an empty heap,
-// was never told).
+// was never told). A second thread (W) waits on an eventfd meanwhile: the
+// timer thread then keeps a backstop instead of sleeping alone, so when x
+// has run it publishes "nothing armed", after which the keeper parks again
+// without asking Cover unless it knows it keeps (alone, the thread
+// publishes "never due", and every parker asks Cover anyway).
 TEST(TimerKeeper, KeeperWhoseLastTimerRanKeepsNothingAfter) {
   int efd = uepoll_eventfd(0, EFD_NONBLOCK);
   int kep = UEpollWith(efd, 1);
+  int wfd = uepoll_eventfd(0, EFD_NONBLOCK);
+  int wep = UEpollWith(wfd, 3);
   int x = UTimer();
   int y = UTimer();
   int yep = UEpollWith(y, 2);
-  UArm(x, 20 * kMs);
+  UArm(x, 300 * kMs);  // room for both threads to park first
   Waiter k([&](epoll_event* evs) {
     return uepoll_epoll_wait(kep, evs, Waiter::kEvents, kWaitMs);
   });
   ASSERT_TRUE(k.Parked());
+  ASSERT_TRUE(Eventually([] { return TimerQueue::Get().has_keeper(); }));
+  Waiter w([&](epoll_event* evs) {
+    return uepoll_epoll_wait(wep, evs, Waiter::kEvents, kWaitMs);
+  });
+  ASSERT_TRUE(w.Parked());
   // x runs (on the keeper or the timer thread), and nothing is armed.
   ASSERT_TRUE(Eventually([] { return TimerQueue::Get().armed() == 0; }));
   ASSERT_TRUE(
@@ -326,11 +337,17 @@ TEST(TimerKeeper, KeeperWhoseLastTimerRanKeepsNothingAfter) {
   ASSERT_EQ(uepoll_write(efd, &one, 8), 8);
   ASSERT_TRUE(k.WaitDone());
   EXPECT_EQ(k.result(), 1);
+  EXPECT_FALSE(w.Done());
+  ASSERT_EQ(uepoll_write(wfd, &one, 8), 8);
+  ASSERT_TRUE(w.WaitDone());
+  EXPECT_EQ(w.result(), 1);
   uint64_t ticks = 0;
   EXPECT_EQ(uepoll_read(x, &ticks, 8), 8);
   uepoll_close(yep);
   uepoll_close(y);
   uepoll_close(x);
+  uepoll_close(wep);
+  uepoll_close(wfd);
   uepoll_close(kep);
   uepoll_close(efd);
   ExpectNoUepollLeaks();
