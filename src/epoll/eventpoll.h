@@ -521,6 +521,12 @@ class Eventpoll final : public File {
   alignas(kCacheLine) Mutex mtx_ ACQUIRED_AFTER(g_nested)
       ACQUIRED_BEFORE(lock_, watch_lock(), poll_wait_.lock());
   ItemTable items_ GUARDED_BY(mtx_);
+  // The item the last harvest reported, or null: the ctl that follows a
+  // report most often names it (a ONESHOT MOD, perf's ET re-ADD), and a
+  // walk of its hash chain would read the hot line of every item before
+  // it there, lines the sources' threads write when they link them
+  // (BENCHMARKS.md, "The ctl's lookup hint"). Cleared when it is removed.
+  EpItem* ctl_hint_ GUARDED_BY(mtx_) = nullptr;
   // The items whose targets are instances, by cookie (child_table.h).
   ChildTable children_ GUARDED_BY(mtx_);
   std::atomic<long> ep_refs_{1};
