@@ -195,13 +195,19 @@ TEST_P(CtlErrors, ModOrDelOfMissingItemFailsEnoent) {
 // still be told apart.
 TEST_P(CtlErrors, ReportedItemDeletedThenModOrDelFailsEnoent) {
   int ep = Epoll();
+  int other_ep = Epoll();
   int efd = Eventfd(1);
   ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLIN | EPOLLONESHOT, 1), 0);
   ASSERT_EQ(Wait(ep), (std::vector<Ev>{{EPOLLIN, 1}}));
   ASSERT_EQ(B().epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr), 0);
+  // Another instance's item for the same number, likely in the memory the
+  // deleted one had: still not ep's.
+  ASSERT_EQ(Ctl(other_ep, EPOLL_CTL_ADD, efd, EPOLLIN | EPOLLONESHOT, 4), 0);
   EXPECT_ERRNO(Ctl(ep, EPOLL_CTL_MOD, efd, EPOLLIN, 2), ENOENT);
   EXPECT_ERRNO(B().epoll_ctl(ep, EPOLL_CTL_DEL, efd, nullptr), ENOENT);
   EXPECT_TRUE(Wait(ep).empty());
+  EXPECT_EQ(Wait(other_ep), (std::vector<Ev>{{EPOLLIN, 4}}));
+  EXPECT_TRUE(Wait(other_ep).empty());
   ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLIN, 3), 0);
   EXPECT_EQ(Wait(ep), (std::vector<Ev>{{EPOLLIN, 3}}));
 }
