@@ -35,7 +35,8 @@
 //                                takes it.
 //    > Eventpoll::mtx_           per instance, sleeps. Serializes ctl and
 //                                harvests (wait and poll of the instance) and
-//                                guards the item table and the child table.
+//                                guards the item table, the child table and
+//                                ctl_hint_ (the item a harvest reported last).
 //                                Held on two instances only parent first (an
 //                                instance polls its children holding its
 //                                mtx_; the ADD checks walk downward); the
