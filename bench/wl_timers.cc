@@ -12,6 +12,14 @@
 //  - overruns (reads that returned more than one expiration: a period was
 //    missed entirely).
 //
+// --rounds R (default 1) measures each backend R times, interleaved in
+// the order A B B A A B ... so that a drift of the machine weighs on both
+// alike, and reports the rounds pooled: lateness percentiles over every
+// expiry of every round, CPU per expiry as all rounds' CPU over all their
+// expirations. On a VM whose host stalls the guest for milliseconds now and
+// then, a p99 of one short run says more about the stalls that hit it than
+// about the backend; pooled rounds let both backends meet the same stalls.
+//
 // The N timers fire at --rate expirations per second in total: timer i
 // has period N/rate seconds and its first expiry at i/rate seconds after
 // the start, so expiries are evenly spaced and at 100,000 timers most of
@@ -62,38 +70,39 @@ double CpuNs() {
 
 }  // namespace
 
-Result MeasureTimers(const Backend& b, unsigned long want, double rate,
-                     double runtime) {
-  Result r;
-  r.workload = "timers";
-  r.backend = b.name;
-  r.threads = 1;
-  r.ops_label = "expiries/s";
+namespace {
+
+// What the rounds of one backend add up to (--rounds).
+struct TimersTotals {
+  std::vector<int64_t> late;  // every expiry's lateness, ns
+  double cpu_ns = 0;          // over the measured windows
+  double secs = 0;            // first to last report, summed
+  uint64_t expiries = 0, overruns = 0;
+  double settime_ns = 0;  // summed over rounds, divided by `rounds`
+  int rounds = 0;
+  unsigned long armed = 0;
+};
+
+// One measurement, added to *t. Returns the error, or "" on success.
+std::string TimersRound(const Backend& b, unsigned long want, double rate,
+                        double runtime, TimersTotals* out) {
   unsigned long n = ScaleCapacity(b, want);
-  r.params = {{"timers", double(want)}, {"rate", rate}};
-  if (n < want) {
-    // Kept out of params so that the two backends stay on one table row.
-    r.notes.push_back({"armed", std::to_string(n)});
-    fprintf(stderr,
-            "uepoll-bench: timers: %s capped at %lu timers by "
-            "RLIMIT_NOFILE\n",
-            b.name, n);
-  }
-  if (n == 0) return r.error = "no descriptor left for a timer", r;
+  out->armed = n;
+  if (n == 0) return "no descriptor left for a timer";
   TimerCalls tc = CallsFor(b);
   FdList fds(b);
   fds.Reserve(n + 1);
   int ep = fds.Add(b.epoll_create1(0));
-  if (ep < 0) return r.error = CallError(b, "epoll_create1"), r;
+  if (ep < 0) return CallError(b, "epoll_create1");
   std::vector<int> t(n);
   for (unsigned long i = 0; i < n; ++i) {
     t[i] = fds.Add(tc.create(CLOCK_MONOTONIC, TFD_NONBLOCK));
-    if (t[i] < 0) return r.error = CallError(b, "timerfd_create"), r;
+    if (t[i] < 0) return CallError(b, "timerfd_create");
     struct epoll_event ev = {};
     ev.events = EPOLLIN;
     ev.data.u64 = i;
     if (b.epoll_ctl(ep, EPOLL_CTL_ADD, t[i], &ev) < 0)
-      return r.error = CallError(b, "epoll_ctl(ADD)"), r;
+      return CallError(b, "epoll_ctl(ADD)");
   }
 
   // Arm/disarm cost with n timers armed far away (their own schedule is
@@ -103,7 +112,7 @@ Result MeasureTimers(const Backend& b, unsigned long want, double rate,
     far.it_value.tv_sec = 1000000;
     for (unsigned long i = 0; i < n; ++i)
       if (tc.settime(t[i], 0, &far, nullptr) < 0)
-        return r.error = CallError(b, "timerfd_settime"), r;
+        return CallError(b, "timerfd_settime");
     std::mt19937 rng(42);
     const int kOps = 20000;
     itimerspec zero = {}, near_far = far;
@@ -113,10 +122,9 @@ Result MeasureTimers(const Backend& b, unsigned long want, double rate,
       int fd = t[rng() % n];
       if (tc.settime(fd, 0, &zero, nullptr) < 0 ||
           tc.settime(fd, 0, &near_far, nullptr) < 0)
-        return r.error = CallError(b, "timerfd_settime"), r;
+        return CallError(b, "timerfd_settime");
     }
-    r.metrics.push_back({"settime_ns", double(NowNs() - t0) / (2.0 * kOps),
-                         "settime ns", false});
+    out->settime_ns += double(NowNs() - t0) / (2.0 * kOps);
   }
 
   // The schedule: every timer periodic, first expiries spaced 1/rate apart.
@@ -129,7 +137,7 @@ Result MeasureTimers(const Backend& b, unsigned long want, double rate,
     v.it_value = Ts(next[i]);
     v.it_interval = Ts(period);
     if (tc.settime(t[i], TFD_TIMER_ABSTIME, &v, nullptr) < 0)
-      return r.error = CallError(b, "timerfd_settime(ABSTIME)"), r;
+      return CallError(b, "timerfd_settime(ABSTIME)");
   }
 
   std::vector<int64_t> late;
@@ -146,7 +154,7 @@ Result MeasureTimers(const Backend& b, unsigned long want, double rate,
     int k = b.epoll_wait(ep, evs, 64, int(left_ms) + 1);
     int64_t ret = NowNs();
     if (k < 0 && errno == EINTR) continue;
-    if (k < 0) return r.error = CallError(b, "epoll_wait"), r;
+    if (k < 0) return CallError(b, "epoll_wait");
     if (k > 0 && cpu0 < 0) {
       cpu0 = CpuNs();
       first_ret = ret;
@@ -156,7 +164,7 @@ Result MeasureTimers(const Backend& b, unsigned long want, double rate,
       uint64_t c = 0;
       if (b.read(t[i], &c, sizeof c) != ssize_t(sizeof c)) {
         if (errno == EAGAIN) continue;  // consumed by an earlier report
-        return r.error = CallError(b, "read(timerfd)"), r;
+        return CallError(b, "read(timerfd)");
       }
       int64_t latest = next[i] + int64_t(c - 1) * period;
       late.push_back(ret - latest);
@@ -167,20 +175,60 @@ Result MeasureTimers(const Backend& b, unsigned long want, double rate,
     if (k > 0) last_ret = ret;
   }
   double cpu = CpuNs() - (cpu0 < 0 ? CpuNs() : cpu0);
-  if (late.empty()) return r.error = "no timer fired", r;
-  double secs = double(last_ret - first_ret) / 1e9;
-  r.ops_per_sec = secs > 0 ? double(expiries) / secs : -1;
-  double p50 = double(Percentile(late, 0.50));
-  double p99 = double(Percentile(late, 0.99));
-  double p999 = double(Percentile(late, 0.999));
-  r.metrics.push_back({"late_p50_ns", p50, "late p50 ns", false});
-  r.metrics.push_back({"late_p99_ns", p99, "late p99 ns", false});
-  r.metrics.push_back({"late_p999_ns", p999, "late p99.9 ns", false});
+  if (late.empty()) return "no timer fired";
+  out->late.insert(out->late.end(), late.begin(), late.end());
+  out->cpu_ns += cpu;
+  out->secs += double(last_ret - first_ret) / 1e9;
+  out->expiries += expiries;
+  out->overruns += overruns;
+  ++out->rounds;
+  return "";
+}
+
+// The result of a backend's rounds, pooled.
+Result TimersResult(const Backend& b, unsigned long want, double rate,
+                    TimersTotals& t) {
+  Result r;
+  r.workload = "timers";
+  r.backend = b.name;
+  r.threads = 1;
+  r.ops_label = "expiries/s";
+  r.params = {{"timers", double(want)}, {"rate", rate}};
+  if (t.armed < want) {
+    // Kept out of params so that the two backends stay on one table row.
+    r.notes.push_back({"armed", std::to_string(t.armed)});
+    fprintf(stderr,
+            "uepoll-bench: timers: %s capped at %lu timers by "
+            "RLIMIT_NOFILE\n",
+            b.name, t.armed);
+  }
+  if (t.rounds > 1) r.notes.push_back({"rounds", std::to_string(t.rounds)});
+  if (t.rounds == 0 || t.late.empty()) return r.error = "no timer fired", r;
+  r.metrics.push_back(
+      {"settime_ns", t.settime_ns / t.rounds, "settime ns", false});
+  r.ops_per_sec = t.secs > 0 ? double(t.expiries) / t.secs : -1;
+  r.metrics.push_back({"late_p50_ns", double(Percentile(t.late, 0.50)),
+                       "late p50 ns", false});
+  r.metrics.push_back({"late_p99_ns", double(Percentile(t.late, 0.99)),
+                       "late p99 ns", false});
+  r.metrics.push_back({"late_p999_ns", double(Percentile(t.late, 0.999)),
+                       "late p99.9 ns", false});
   r.metrics.push_back({"cpu_per_expiry_ns",
-                       expiries ? cpu / double(expiries) : -1, "CPU ns/expiry",
-                       false});
-  r.metrics.push_back({"overruns", double(overruns), "overruns", false});
-  r.metrics.push_back({"expiries", double(expiries), "", true});
+                       t.expiries ? t.cpu_ns / double(t.expiries) : -1,
+                       "CPU ns/expiry", false});
+  r.metrics.push_back({"overruns", double(t.overruns), "overruns", false});
+  r.metrics.push_back({"expiries", double(t.expiries), "", true});
+  return r;
+}
+
+}  // namespace
+
+Result MeasureTimers(const Backend& b, unsigned long want, double rate,
+                     double runtime) {
+  TimersTotals t;
+  std::string err = TimersRound(b, want, rate, runtime, &t);
+  Result r = TimersResult(b, want, rate, t);
+  if (!err.empty()) r.error = err;
   return r;
 }
 
@@ -188,11 +236,15 @@ int CmdTimers(int argc, char** argv) {
   CommonOptions c;
   std::string timers = "1000,100000";
   double rate = 1000;
+  unsigned long rounds = 1;
   std::vector<Option> opts = {
       {'n', "timers", Option::kString, &timers,
        "armed timers, a list (default 1000,100000)"},
       {0, "rate", Option::kDouble, &rate,
        "expirations per second, all timers together (default 1000)"},
+      {0, "rounds", Option::kUint, &rounds,
+       "measure each backend this many times, interleaved, and pool the "
+       "rounds (default 1)"},
   };
   if (int rc = ParseCommand("uepoll-bench timers [<options>]", argc, argv,
                             &opts, &c);
@@ -202,6 +254,7 @@ int CmdTimers(int argc, char** argv) {
   if (!ParseUintList(timers, &sizes) || sizes.empty())
     return BadUsage("--timers: a list of counts, e.g. 1000,100000");
   if (!(rate > 0 && rate <= 1e6)) return BadUsage("--rate: in (0, 1e6]");
+  if (rounds < 1 || rounds > 1000) return BadUsage("--rounds: 1 to 1000");
   double runtime = c.runtime > 0 ? c.runtime : 3;
   // In the default descriptor mode every uepoll timer is a kernel
   // placeholder, counted by RLIMIT_NOFILE like the kernel's timerfds: when
@@ -219,12 +272,66 @@ int CmdTimers(int argc, char** argv) {
               largest, (unsigned long)rl.rlim_max);
   }
   Report report;
-  Progress progress(int(c.backends.size() * sizes.size()));
-  for (unsigned long n : sizes)
-    for (const Backend* b : c.backends)
-      RunMeasurement(progress, report, "timers", *b,
-                     "timers=" + std::to_string(n),
-                     [&] { return MeasureTimers(*b, n, rate, runtime); });
+  if (rounds == 1) {
+    Progress progress(int(c.backends.size() * sizes.size()));
+    for (unsigned long n : sizes)
+      for (const Backend* b : c.backends)
+        RunMeasurement(progress, report, "timers", *b,
+                       "timers=" + std::to_string(n),
+                       [&] { return MeasureTimers(*b, n, rate, runtime); });
+    return FinishCommand(c, report);
+  }
+  // Interleaved rounds, pooled (the header comment). No counted pass: the
+  // workload reports no syscall window.
+  const size_t nb = c.backends.size();
+  const int total = int(sizes.size() * nb * rounds);
+  int done = 0;
+  for (unsigned long n : sizes) {
+    std::vector<TimersTotals> tot(nb);
+    std::vector<std::string> err(nb);
+    std::vector<double> rtt(nb, -1);
+    for (unsigned long k = 0; k < rounds; ++k) {
+      for (size_t j = 0; j < nb; ++j) {
+        // A B, B A, A B, ...: each backend goes first every other round.
+        size_t i = k % 2 ? nb - 1 - j : j;
+        const Backend& b = *c.backends[i];
+        ++done;
+        if (!err[i].empty()) continue;
+        if (rtt[i] < 0) rtt[i] = CoreRoundTripNs();
+        TimersTotals one;
+        err[i] = TimersRound(b, n, rate, runtime, &one);
+        if (!err[i].empty()) {
+          fprintf(stderr, "[%d/%d] timers %s timers=%lu round %lu: %s\n",
+                  done, total, b.name, n, k + 1, err[i].c_str());
+          continue;
+        }
+        fprintf(stderr,
+                "[%d/%d] timers %s timers=%lu rate=%g round %lu: late p99 "
+                "ns %s, CPU ns/expiry %s\n",
+                done, total, b.name, n, rate, k + 1,
+                Human(double(Percentile(one.late, 0.99))).c_str(),
+                Human(one.cpu_ns / double(one.expiries)).c_str());
+        TimersTotals& t = tot[i];
+        t.late.insert(t.late.end(), one.late.begin(), one.late.end());
+        t.cpu_ns += one.cpu_ns;
+        t.secs += one.secs;
+        t.expiries += one.expiries;
+        t.overruns += one.overruns;
+        t.settime_ns += one.settime_ns;
+        t.rounds += one.rounds;
+        t.armed = one.armed;
+      }
+    }
+    for (size_t i = 0; i < nb; ++i) {
+      const Backend& b = *c.backends[i];
+      Result r = TimersResult(b, n, rate, tot[i]);
+      if (!err[i].empty()) r.error = err[i];
+      r.core_rtt_ns = rtt[i];
+      NoteFdMode(b, r);
+      r.syscalls_note = "not counted with --rounds";
+      report.Add(std::move(r));
+    }
+  }
   return FinishCommand(c, report);
 }
 
