@@ -285,7 +285,6 @@ bool Eventpoll::RemoveLocked(EpItem* epi, bool force) {
     file->nwatchers_.fetch_sub(1, std::memory_order_release);
   }
   items_.Erase(epi);
-  if (ctl_hint_ == epi) ctl_hint_ = nullptr;
   {
     MutexLock l(lock_);
     if (epi->rdllink.linked()) {  // no scan runs: it is on rdllist_
@@ -421,10 +420,7 @@ int Eventpoll::Ctl(int op, File* tfile, int fd,
   }
 
   {
-    EpItem* epi = ctl_hint_;
-    if (!epi || epi->file != tfile || epi->fd() != fd) {
-      epi = items_.Find(tfile, fd);
-    }
+    EpItem* epi = items_.Find(tfile, fd);
     switch (op) {
       case EPOLL_CTL_ADD:
         if (epi) {

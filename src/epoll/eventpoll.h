@@ -35,8 +35,9 @@
 //                                takes it.
 //    > Eventpoll::mtx_           per instance, sleeps. Serializes ctl and
 //                                harvests (wait and poll of the instance) and
-//                                guards the item table, the child table and
-//                                ctl_hint_ (the item a harvest reported last).
+//                                guards the item table (with its lookup hint,
+//                                the item a harvest reported last) and the
+//                                child table.
 //                                Held on two instances only parent first (an
 //                                instance polls its children holding its
 //                                mtx_; the ADD checks walk downward); the
@@ -521,13 +522,9 @@ class Eventpoll final : public File {
   // and the harvest would miss it again to release mtx_.
   alignas(kCacheLine) Mutex mtx_ ACQUIRED_AFTER(g_nested)
       ACQUIRED_BEFORE(lock_, watch_lock(), poll_wait_.lock());
+  // With its lookup hint, the item the last harvest reported (Remember):
+  // on this line, which the harvest holds and writes already.
   ItemTable items_ GUARDED_BY(mtx_);
-  // The item the last harvest reported, or null: the ctl that follows a
-  // report most often names it (a ONESHOT MOD, perf's ET re-ADD), and a
-  // walk of its hash chain would read the hot line of every item before
-  // it there, lines the sources' threads write when they link them
-  // (BENCHMARKS.md, "The ctl's lookup hint"). Cleared when it is removed.
-  EpItem* ctl_hint_ GUARDED_BY(mtx_) = nullptr;
   // The items whose targets are instances, by cookie (child_table.h).
   ChildTable children_ GUARDED_BY(mtx_);
   std::atomic<long> ep_refs_{1};

@@ -1,8 +1,9 @@
 // ItemTable: the instance's registrations keyed by (file, fd), an intrusive
-// chained hash table (the kernel uses an rbtree). Guarded by the owning
-// instance's mtx_. Growing needs a larger bucket array, which the caller
-// allocates before taking mtx_: allocating under a lock would make every
-// thread that needs the lock wait for the allocator too.
+// chained hash table (the kernel uses an rbtree), with a one-item hint that
+// Find tries first. Guarded by the owning instance's mtx_. Growing needs a
+// larger bucket array, which the caller allocates before taking mtx_:
+// allocating under a lock would make every thread that needs the lock wait
+// for the allocator too.
 #ifndef UEPOLL_SRC_EPOLL_ITEM_TABLE_H_
 #define UEPOLL_SRC_EPOLL_ITEM_TABLE_H_
 
@@ -23,6 +24,7 @@ class ItemTable {
   ItemTable& operator=(const ItemTable&) = delete;
 
   EpItem* Find(const File* file, int fd) const {
+    if (hint_ && hint_->file == file && hint_->fd() == fd) return hint_;
     if (!buckets_) return nullptr;
     size_t n = nbuckets_.load(std::memory_order_relaxed);
     for (EpItem* e = buckets_[Hash(file, fd) & (n - 1)]; e; e = e->hash_next) {
@@ -44,10 +46,19 @@ class ItemTable {
                            (nbuckets_.load(std::memory_order_relaxed) - 1)];
     while (*p != e) p = &(*p)->hash_next;
     *p = e->hash_next;
+    if (hint_ == e) hint_ = nullptr;  // the hint never outlives its item
     size_.store(size_.load(std::memory_order_relaxed) - 1,
                 std::memory_order_relaxed);
   }
   size_t size() const { return size_.load(std::memory_order_relaxed); }
+
+  // The item the next Find most likely asks for: the one a harvest just
+  // reported, which the ctl that follows a report most often names (a
+  // ONESHOT MOD, perf's ET re-ADD). Found without a walk of its chain,
+  // which would read the hot line of every item before it there, lines
+  // the sources' threads write when they link them (BENCHMARKS.md, "The
+  // ctl's lookup hint"). Erase clears it.
+  void Remember(EpItem* e) { hint_ = e; }
 
   // The bucket count one more insertion wants (0: the current array is
   // fine). Callable without the lock as a racy peek (the fields are atomic
@@ -104,6 +115,7 @@ class ItemTable {
   EpItem** buckets_ = nullptr;
   std::atomic<size_t> nbuckets_{0};
   std::atomic<size_t> size_{0};
+  EpItem* hint_ = nullptr;  // Remember; null, or an item in the table
 };
 
 }  // namespace uepoll::impl

@@ -155,7 +155,7 @@ bool Eventpoll::HarvestItem(EpItem* epi, epoll_event* events, int* res,
   events[*res].events = revents;
   events[*res].data.u64 = epi->data;
   ++*res;
-  ctl_hint_ = epi;
+  items_.Remember(epi);
   if (mark) epi->batch = mark;
   if (ev & EPOLLONESHOT) {
     epi->events.store(ev & kEpPrivateBits, std::memory_order_relaxed);
