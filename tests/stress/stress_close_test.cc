@@ -433,6 +433,121 @@ TEST_P(StressClose, CloseRacesWaitCtlAndWrites) {
 }
 
 // ---------------------------------------------------------------------------
+// The ctl that follows a report most often names the reported item, which
+// uepoll's item table tries before it walks (ItemTable::Remember, the
+// lookup hint): here that item's number is closed, DELeted or replaced by
+// dup2 while the waiter MODs it back on, and a new object is ADDed where
+// the old one was. The MOD must find the registration the number has now
+// or fail ENOENT/EBADF, as the kernel's does; a hint that outlived its item
+// would be read after its free (AddressSanitizer reports it: the mutant
+// ep-ctl-hint-outlives-removal). Every event must carry the data of some
+// ADD: a slot number below kSlots.
+TEST_P(StressClose, ModOfTheReportedItemRacesItsRemoval) {
+  SKIP_KERNEL_UNDER_TSAN();
+  constexpr int kSlots = 4;
+  constexpr long kOps = 40000;
+  const uint64_t seed = StressSeed(Name());
+  Budget budget(kOps, 4.0);
+  const Backend* b = &B();
+  Made made;
+  const int ep = made(b->epoll_create1(0));
+  ASSERT_GE(ep, 0);
+  auto oneshot = [](uint64_t i) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLONESHOT;
+    ev.data.u64 = i;
+    return ev;
+  };
+  std::array<std::atomic<int>, kSlots> slot;
+  for (int i = 0; i < kSlots; ++i) {
+    int fd = made(RacyEventfd(*b, 1, EFD_NONBLOCK));
+    ASSERT_GE(fd, 0);
+    epoll_event ev = oneshot(static_cast<uint64_t>(i));
+    ASSERT_EQ(b->epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
+    slot[static_cast<size_t>(i)].store(fd);
+  }
+  ErrnoTally tally;
+  std::atomic<long> events{0}, bad_data{0}, mods_ok{0};
+  std::vector<std::thread> th;
+  // The waiter: every report is followed by the MOD of its number.
+  th.emplace_back([&] {
+    epoll_event evs[kSlots];
+    while (!budget.Done()) {
+      int n = b->epoll_wait(ep, evs, kSlots, 2);
+      tally.Check(n, errno, 1, {});
+      for (int k = 0; k < n; ++k) {
+        uint64_t i = evs[k].data.u64;
+        events.fetch_add(1, std::memory_order_relaxed);
+        if (i >= kSlots) {
+          bad_data.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        epoll_event ev = oneshot(i);
+        int r = b->epoll_ctl(ep, EPOLL_CTL_MOD, slot[i].load(), &ev);
+        tally.Check(r, errno, 2, {ENOENT, EBADF});
+        if (r == 0) mods_ok.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  });
+  // Two removers: close (or DEL, or dup2 over) a slot's number, then put a
+  // new registered object in the slot.
+  for (int t = 0; t < 2; ++t) {
+    th.emplace_back([&, t] {
+      std::mt19937_64 rng(seed + static_cast<uint64_t>(t));
+      while (budget.Take()) {
+        size_t i = rng() % kSlots;
+        int old = slot[i].exchange(-1);
+        if (old < 0) continue;  // the other remover has it
+        switch (rng() % 3) {
+          case 0: {
+            int r = RacyClose(*b, old);
+            tally.Check(r, errno, 3, {});
+            break;
+          }
+          case 1: {
+            int r = b->epoll_ctl(ep, EPOLL_CTL_DEL, old, nullptr);
+            tally.Check(r, errno, 4, {});
+            r = RacyClose(*b, old);
+            tally.Check(r, errno, 5, {});
+            break;
+          }
+          default: {
+            // Another object at the same number: the registration of
+            // (old object, old) goes with the old object's last close.
+            int other = made(RacyEventfd(*b, 1, EFD_NONBLOCK));
+            if (other < 0) break;
+            int r = RacyDup2(*b, other, old);
+            tally.Check(r, errno, 6, {EBUSY});
+            r = RacyClose(*b, other);
+            tally.Check(r, errno, 7, {});
+            r = RacyClose(*b, old);
+            tally.Check(r, errno, 8, {});
+            break;
+          }
+        }
+        int fresh = made(RacyEventfd(*b, 1, EFD_NONBLOCK));
+        if (fresh >= 0) {
+          epoll_event ev = oneshot(i);
+          int r = b->epoll_ctl(ep, EPOLL_CTL_ADD, fresh, &ev);
+          tally.Check(r, errno, 9, {});
+        }
+        slot[i].store(fresh);
+      }
+    });
+  }
+  for (auto& t : th) t.join();
+  ReportBudget(Name(), budget, kOps);
+  EXPECT_EQ(tally.bad(), 0) << "op " << tally.last_op() << ": unexpected errno "
+                            << strerrorname_np(tally.last_errno());
+  EXPECT_EQ(bad_data.load(), 0);
+  // Every object is readable and ONESHOT: each ADD is reported once, so
+  // the waiter had reports to MOD, and some MODs found their item.
+  EXPECT_GT(events.load(), 0);
+  EXPECT_GT(mods_ok.load(), 0);
+  made.CloseAll(*b);
+}
+
+// ---------------------------------------------------------------------------
 // uepoll's epoll_wait(timeout 0) and epoll_ctl borrow their instances (and
 // an instance they add) instead of counting a reference
 // (src/core/borrow.h), so closes and dup2s of instance numbers must wait out
