@@ -394,14 +394,15 @@ void Parker::ArmRing(int slot, int64_t at, int cpu) {
   rcpu_[slot] = cpu;
 }
 
-bool Parker::ReapRing() {
+bool Parker::ReapRing(uint64_t watch, bool* fired) {
   bool any = false;
-  ring_.Reap([&](uint64_t tag, int) {
+  ring_.Reap([&](uint64_t tag, int res) {
     any = true;
     if (tag == kRingFutexTag) {
       rfutex_ = false;
       return;
     }
+    if (fired && watch != 0 && tag == watch && res == -ETIME) *fired = true;
     // A timeout that fired (or an update's failure, tag 0: the timeout's
     // own completion comes too). A tag of a slot since rearmed as a new
     // timeout matches nothing.
@@ -451,6 +452,7 @@ unsigned Parker::SleepOnRing(int64_t bound, int64_t after) {
     ArmRing(b, bound, cpu);
   }
   if (has_after && slot_at(after) < 0) ArmRing(1 - b, after, cpu);
+  const uint64_t bound_tag = rtag_[b];
   // Unpark's FUTEX_WAKE completes it (or, had a token come already, it
   // fails at once: the word is no longer kParkedFutex).
   if (!rfutex_) {
@@ -477,9 +479,12 @@ unsigned Parker::SleepOnRing(int64_t bound, int64_t after) {
   }
   // The sleep waits for one completion: none means a signal ended it
   // (after a submission the kernel returns the count, not EINTR), a
-  // handled one or a stop, as epoll_wait's sleep.
-  unsigned r = ReapRing() && n >= 0 ? 0 : kInterrupted;
-  if (Deadline::At(bound).Expired()) r |= kTimedOut;
+  // handled one or a stop, as epoll_wait's sleep. The bound's timeout
+  // expired: the bound has passed (an ABS timeout on CLOCK_MONOTONIC never
+  // completes early), no clock read needed.
+  bool fired = false;
+  unsigned r = ReapRing(bound_tag, &fired) && n >= 0 ? 0 : kInterrupted;
+  if (fired || Deadline::At(bound).Expired()) r |= kTimedOut;
   return r;
 }
 

@@ -306,7 +306,9 @@ class Parker {
   unsigned SleepOnRing(int64_t bound, int64_t after);
   // Takes the ring's completions: a fired timeout frees its slot, the
   // futex request's ends it. Whether there was any.
-  bool ReapRing();
+  // `fired` (if not null) is set when the timeout tagged `watch` completed
+  // because it expired.
+  bool ReapRing(uint64_t watch = 0, bool* fired = nullptr);
   // Arms ring slot `slot` at `at` from this CPU (a new timeout, or the
   // pending one moved).
   void ArmRing(int slot, int64_t at, int cpu);

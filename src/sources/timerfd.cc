@@ -98,14 +98,19 @@ void TimerFd::Release() {
 }
 
 // timerfd_triggered, on the timer thread or a keeper (timer_queue.h).
-void TimerFd::FireNode(TimerNode* n) {
+void TimerFd::FireNode(TimerNode* n, TimerBase base, int64_t now) {
   auto* t = static_cast<TimerFd*>(n->owner);
   {
     MutexLock l(t->wq_.lock());
     // Re-decided under the lock: settime or a read may have re-armed or
-    // disarmed the timer since the queue popped it.
+    // disarmed the timer since the queue popped it. The queue's reading
+    // of the clock decides where it says due (taken at or past the expiry
+    // popped); a re-arm since, to a later instant or another base, is
+    // checked against the clock itself (the kernel's hrtimer callback
+    // decides on the instant its interrupt read, too).
     if (t->active_) {
-      if (ClockNowNs(t->base_) >= t->expires_) {
+      if (base != t->base_ || now < t->expires_) now = ClockNowNs(t->base_);
+      if (now >= t->expires_) {
         TimerQueue::Get().Disarm(&t->node_);  // re-armed to a past time
         t->active_ = false;
         t->expired_ = true;
@@ -188,7 +193,7 @@ uint32_t TimerFd::Poll(int) {
 ssize_t TimerFd::Read(void* buf, size_t count) {
   if (count < sizeof(uint64_t)) return -EINVAL;
   // An expiry no thread ran yet counts (docs/design.md, "Timers").
-  RunDueTimers();
+  const int64_t seen = RunDueTimers();
   uint64_t ticks = 0;
   int res = 0;
   {
@@ -218,9 +223,17 @@ ssize_t TimerFd::Read(void* buf, size_t count) {
       if (!buf) return -EFAULT;
       ticks = pending;
       if (expired_ && interval_) {
-        // Wraps like the kernel's u64 when the clock stepped back past the
-        // expiry (a forward of 0).
-        ticks += ForwardLocked(ClockNowNs(base_)) - 1;
+        // Forwarded to the instant RunDueTimers read, if that was past the
+        // expiry: the read takes effect then, within this call (a period
+        // that ends between then and now counts at the next read, as had
+        // this call come a moment earlier). Not after a sleep, nor on
+        // another clock. Wraps like the kernel's u64 when the clock stepped
+        // back past the expiry (a forward of 0).
+        int64_t now = nonblock() && base_ == TimerBase::kMonotonic &&
+                              seen >= expires_
+                          ? seen
+                          : ClockNowNs(base_);
+        ticks += ForwardLocked(now) - 1;
         StartLocked();
       }
       expired_ = false;

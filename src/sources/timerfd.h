@@ -65,7 +65,7 @@ class TimerFd final : public File {
   void Release() override;
 
  private:
-  static void FireNode(TimerNode* n);
+  static void FireNode(TimerNode* n, TimerBase base, int64_t now);
   static const TimerOps kOps;
 
   // hrtimer_forward_now: moves expires_ past now by whole intervals and

@@ -379,12 +379,13 @@ void TimerQueue::RequireExact() {
   if (kick) futex_.Wake();
 }
 
-void TimerQueue::FireBatch(TimerNode** batch, int n) {
+void TimerQueue::FireBatch(const Due* batch, int n) {
   for (int i = 0; i < n; ++i) {
-    if (auto hook = fire_hook_.load(std::memory_order_acquire)) hook(batch[i]);
-    batch[i]->ops->fire(batch[i]);
+    TimerNode* t = batch[i].node;
+    if (auto hook = fire_hook_.load(std::memory_order_acquire)) hook(t);
+    t->ops->fire(t, batch[i].base, batch[i].now);
     // release: the owner's Cancel may free it once it sees false.
-    batch[i]->firing.store(false, std::memory_order_release);
+    t->firing.store(false, std::memory_order_release);
   }
 }
 
@@ -399,7 +400,7 @@ void TimerQueue::RunDue() {
   int cancel_state;
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
   for (;;) {
-    TimerNode* batch[kBatch];
+    Due batch[kBatch];
     int n;
     fire_mu_.Lock();
     {
@@ -455,7 +456,7 @@ void* TimerQueue::ThreadMain(void* arg) {
   return nullptr;
 }
 
-int TimerQueue::CollectDueLocked(TimerNode** batch) {
+int TimerQueue::CollectDueLocked(Due* batch) {
   int n = 0;
   for (int b = 0; b < kNumTimerBases; ++b) {
     Heap& h = heaps_[b];
@@ -465,7 +466,7 @@ int TimerQueue::CollectDueLocked(TimerNode** batch) {
       TimerNode* t = h.at(0).node;
       RemoveLocked(t);
       t->firing.store(true, std::memory_order_relaxed);
-      batch[n++] = t;
+      batch[n++] = {t, static_cast<TimerBase>(b), now};
     }
   }
   PublishLocked();
@@ -524,7 +525,7 @@ void TimerQueue::Run() {
   uint64_t alone_at = kNoScan;
   bool scanned = false;  // one scan per wake: a busy count does not spin
   for (;;) {
-    TimerNode* batch[kBatch];
+    Due batch[kBatch];
     int n;
     int64_t sleep_until = kNsMax;
     uint32_t seen = 0;

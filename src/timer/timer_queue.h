@@ -67,7 +67,12 @@ struct TimerOps {
   // node's expiry passed. The owner re-checks under its own lock (it may have
   // re-armed or disarmed the timer meanwhile) and arms the node again if
   // it must. The owner cannot be freed while this runs: Cancel waits.
-  void (*fire)(TimerNode* n);
+  // `now`: the clock of `base`, the base n was queued on, as read when the
+  // queue found n due (at or past its expiry there). The owner may use it
+  // rather than read the clock again, where it checks an expiry on that
+  // same base: an older reading can only say "not yet" too early, never
+  // "due" too early.
+  void (*fire)(TimerNode* n, TimerBase base, int64_t now);
 };
 
 struct TimerNode {
@@ -176,6 +181,12 @@ class TimerQueue {
     Entry& at(uint32_t i) { return v[i + kPad]; }
   };
   static constexpr int kBatch = 64;
+  // A node CollectDueLocked popped, with its clock as read when it was due.
+  struct Due {
+    TimerNode* node;
+    TimerBase base;
+    int64_t now;
+  };
   // How long past its bound a keeper may be before the timer thread stops
   // relying on it (keeper_stalled_): the most an expiry a keeper covers
   // waits for that thread's signal handler is twice this. The price: the
@@ -188,9 +199,9 @@ class TimerQueue {
   void Run();
   // Pops up to kBatch due nodes into batch, marked firing, and publishes
   // the earliest expiry left (PublishLocked).
-  int CollectDueLocked(TimerNode** batch) REQUIRES(mu_);
+  int CollectDueLocked(Due* batch) REQUIRES(mu_);
   // Fires what CollectDueLocked popped and clears each firing mark.
-  void FireBatch(TimerNode** batch, int n) REQUIRES(fire_mu_) EXCLUDES(mu_);
+  void FireBatch(const Due* batch, int n) REQUIRES(fire_mu_) EXCLUDES(mu_);
   // Recomputes earliest_ (as a CLOCK_MONOTONIC instant) and publishes it to
   // parking threads (Parker::PublishTimerDue).
   void PublishLocked() REQUIRES(mu_);
@@ -276,10 +287,15 @@ class TimerQueue {
 // without sleeping first (a harvest, poll(), a timerfd's read) calls this,
 // since while a keeper is away no thread may have run an expiry that is
 // due (docs/design.md, "Timers"). One load when nothing is armed.
-inline void RunDueTimers() {
+// Returns the CLOCK_MONOTONIC instant it read to decide (before anything it
+// ran), or 0 if it read none, for a caller that may decide by that instant
+// too rather than read the clock again.
+inline int64_t RunDueTimers() {
   int64_t due = Parker::TimerDue();
-  if (due == kNsMax || due > ClockNowNs(TimerBase::kMonotonic)) return;
-  TimerQueue::Get().RunDue();
+  if (due == kNsMax) return 0;
+  int64_t now = ClockNowNs(TimerBase::kMonotonic);
+  if (due <= now) TimerQueue::Get().RunDue();
+  return now;
 }
 
 }  // namespace uepoll::impl

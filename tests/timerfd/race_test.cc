@@ -275,6 +275,39 @@ TEST_F(TimerRace, RearmWhileTheExpiryRunsExpiresAtTheNewTimeOnce) {
   ExpectNoUepollLeaks();
 }
 
+// The expiry runs with the clock the queue read when it found it due, and
+// that reading is of the clock the timer was queued on. A CLOCK_REALTIME
+// timerfd armed with an absolute time sits on the realtime base; re-armed
+// with a relative time it moves to the monotonic one (a relative realtime
+// timer follows the monotonic clock, as the kernel's hrtimer does). A
+// realtime reading, some 1.7e18 ns, is past any monotonic expiry: the
+// expiry running for the old arming must read the monotonic clock itself,
+// or the timer is readable at once instead of 30 ms later.
+TEST_F(TimerRace, RearmOnAnotherClockWhileTheExpiryRunsExpiresAtTheNewTime) {
+  auto by = std::make_unique<Bystander>();
+  ASSERT_TRUE(by->w.Parked());
+  int t = uepoll_timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK);
+  ASSERT_GE(t, 0);
+  HoldNextFire();
+  itimerspec abs = Spec(ClockNs(CLOCK_REALTIME) + 1 * kMs);
+  ASSERT_EQ(uepoll_timerfd_settime(t, TFD_TIMER_ABSTIME, &abs, nullptr), 0);
+  ASSERT_TRUE(FireHeld());
+  int64_t rearmed = ClockNs(CLOCK_MONOTONIC);
+  ASSERT_EQ(USet(t, 30 * kMs), 0);
+  ReleaseFire();
+  pollfd p{t, POLLIN, 0};
+  ASSERT_EQ(uepoll_poll(&p, 1, kExpiryWaitMs), 1);
+  EXPECT_GE(ClockNs(CLOCK_MONOTONIC) - rearmed, 30 * kMs)
+      << "the old arming's realtime reading made the relative re-arm due";
+  uint64_t ticks = 0;
+  ASSERT_EQ(uepoll_read(t, &ticks, 8), 8);
+  EXPECT_EQ(ticks, 1u);
+  EXPECT_EQ(TimerQueue::Get().armed(), 0);
+  uepoll_close(t);
+  by.reset();
+  ExpectNoUepollLeaks();
+}
+
 // A keeper with a cancel pending (pthread_cancel) whose expiry reaches a
 // cancellation point: the expiry completes (its waiter is woken, the
 // queue's batch lock is released) and the thread is cancelled later, at
