@@ -330,5 +330,71 @@ TEST(KeeperRing, ForkChildForgetsTheRingAndMakesItsOwn) {
   ExpectNoUepollLeaks();
 }
 
+void ParentAndVforkChildShareTwoTimers();
+
+// A vfork child runs on its parent's memory, so its thread's Parker is the
+// parent thread's, ring and all, but the child's task has no ring
+// registered: its keeper sleep's io_uring_enter fails, and the sleep must
+// fall back (the ring is forgotten, never unmapped) rather than fail or
+// hang. The child gets its expiry; the parent, back from vfork, gets the
+// next one and keeps serving expiries after.
+TEST(KeeperRing, VforkChildThatKeepsGetsItsExpiryAndLeavesTheParentServed) {
+  if (kTsan) {
+    GTEST_SKIP() << "ThreadSanitizer does not follow a vfork child that runs "
+                    "more than exec or _exit";
+  }
+  {
+    TwoTimers warm;
+    warm.KeepUntilFirst(20 * kMs, 60 * 1000 * kMs);
+  }
+  SKIP_WITHOUT_RING();
+  ParentAndVforkChildShareTwoTimers();
+  {
+    TwoTimers after;
+    after.KeepUntilFirst(20 * kMs, 60 * 1000 * kMs);
+  }
+  ExpectNoUepollLeaks();
+}
+
+void ParentAndVforkChildShareTwoTimers() {
+  TwoTimers tt;
+  int64_t now = ClockNs(CLOCK_MONOTONIC);
+  ASSERT_TRUE(UArmAt(tt.t1, now + 30 * kMs));
+  ASSERT_TRUE(UArmAt(tt.t2, now + 60 * kMs));
+  // Written by the child into the memory it shares with the parent.
+  static volatile int child_result;
+  child_result = -1;
+  pid_t pid = vfork();
+  if (pid == 0) {
+    epoll_event ev{};
+    uint64_t ticks = 0;
+    int r = uepoll_epoll_wait(tt.ep, &ev, 1, kExpiryWaitMs);
+    if (r != 1) {
+      child_result = 1;
+    } else if (ev.data.u64 != 1u) {
+      child_result = 2;
+    } else if (uepoll_read(tt.t1, &ticks, 8) != 8 || ticks != 1) {
+      child_result = 3;
+    } else {
+      child_result = 0;
+    }
+    _exit(0);
+  }
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(child_result, 0)
+      << "the vfork child's wait: 1 failed or timed out, 2 reported another "
+         "timer, 3 its read";
+  epoll_event ev{};
+  ASSERT_EQ(uepoll_epoll_wait(tt.ep, &ev, 1, kExpiryWaitMs), 1);
+  EXPECT_EQ(ev.data.u64, 2u);
+  EXPECT_GE(ClockNs(CLOCK_MONOTONIC), tt.at2 = now + 60 * kMs);
+  uint64_t ticks = 0;
+  ASSERT_EQ(uepoll_read(tt.t2, &ticks, 8), 8);
+  EXPECT_EQ(ticks, 1u);
+}
+
 }  // namespace
 }  // namespace uepoll_test
