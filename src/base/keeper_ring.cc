@@ -121,6 +121,8 @@ bool KeeperRing::Open() {
       cq_mask_ = *reinterpret_cast<unsigned*>(c + p.cq_off.ring_mask);
       cqes_ = reinterpret_cast<io_uring_cqe*>(c + p.cq_off.cqes);
       queued_ = 0;
+      owner_pid_ =
+          static_cast<pid_t>(sys::Syscall(SYS_getpid, 0, 0, 0, 0, 0, 0));
     } else {
       if (sqes != MAP_FAILED) munmap(sqes, sqes_len_);
       if (cq != MAP_FAILED && cq != sq) munmap(cq, cq_len_);
@@ -144,6 +146,12 @@ void KeeperRing::Forget() {
   sq_ = cq_ = nullptr;
   sqes_ = nullptr;
   index_ = -1;
+  queued_ = 0;
+  owner_pid_ = 0;
+}
+
+void KeeperRing::Unqueue() {
+  __atomic_store_n(sq_tail_, *sq_tail_ - queued_, __ATOMIC_RELEASE);
   queued_ = 0;
 }
 
@@ -209,9 +217,11 @@ void KeeperRing::QueueFutexWait(uint64_t tag, const std::atomic<int>* word,
 long KeeperRing::Enter() {
   unsigned n = queued_;
   queued_ = 0;
-  return CancellableSyscall(
+  long r = CancellableSyscall(
       SYS_io_uring_enter, index_, n, 1,
       IORING_ENTER_GETEVENTS | IORING_ENTER_REGISTERED_RING, 0, 0);
+  if (r < 0) queued_ = n;  // none was taken (Unqueue)
+  return r;
 }
 
 }  // namespace uepoll::impl

@@ -30,6 +30,7 @@
 #define UEPOLL_SRC_BASE_KEEPER_RING_H_
 
 #include <linux/io_uring.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
@@ -52,6 +53,7 @@ class KeeperRing {
   static bool SetAllowedForTest(bool on);
 
   bool open() const { return sq_ != nullptr; }
+  const void* mapping() const { return sq_; }
   // Makes the ring. false: none (Allowed() is false from then on if the
   // kernel refused).
   bool Open();
@@ -60,6 +62,10 @@ class KeeperRing {
   // In a fork child: the mappings were not copied and the thread has no
   // registered ring; drop the pointers, unmap nothing.
   void Forget();
+  // The process whose thread made the ring (getpid() at Open; 0: none).
+  // A vfork child shares its parent's memory, this object included, but
+  // not the parent thread's registration (SleepOnRing).
+  pid_t owner() const { return owner_pid_; }
 
   // Queue requests for the next Enter (at most kMaxQueued before it).
   // A pure timeout at the absolute CLOCK_MONOTONIC instant at_ns.
@@ -78,6 +84,10 @@ class KeeperRing {
   // submission is not reported as EINTR by the kernel: it returns the
   // count, with no completion posted.
   long Enter();
+  // After an Enter that failed (nothing was submitted: the kernel returns
+  // an error only when it took no entry), takes back what it had queued,
+  // leaving the ring as it was before those Queue calls.
+  void Unqueue();
 
   // Calls f(tag, res) for each posted completion, and consumes them.
   template <class F>
@@ -115,6 +125,7 @@ class KeeperRing {
   unsigned cq_mask_ = 0;
   io_uring_cqe* cqes_ = nullptr;
   unsigned queued_ = 0;
+  pid_t owner_pid_ = 0;
   // Timeouts are read by the kernel when submitted: one per queued entry.
   __kernel_timespec ts_[kMaxQueued] = {};
 };

@@ -425,6 +425,11 @@ unsigned Parker::SleepOnRing(int64_t bound, int64_t after) {
     rfutex_ = false;
   }
   ReapRing();
+  // What this sleep changes in the slots, for a vfork child to put back.
+  const uint64_t was_tag[2] = {rtag_[0], rtag_[1]};
+  const int64_t was_at[2] = {rat_[0], rat_[1]};
+  const int was_cpu[2] = {rcpu_[0], rcpu_[1]};
+  const bool was_futex = rfutex_;
   auto slot_at = [&](int64_t at) {
     return rtag_[0] && rat_[0] == at ? 0 : rtag_[1] && rat_[1] == at ? 1 : -1;
   };
@@ -468,13 +473,37 @@ unsigned Parker::SleepOnRing(int64_t bound, int64_t after) {
   long n = ring_.Enter();
   ring_busy_ = false;
   if (n < 0 && errno != EINTR) {
-    // Not usable from here (a vfork child shares this memory and has no
-    // ring registered): forget it, never unmap (the mappings may be the
-    // parent's), and keep without it.
+    // Not usable from here. Asked only on this path, which has already
+    // paid a failed system call: whose ring is it?
+    auto pid_of = [](long nr) {
+      return static_cast<pid_t>(sys::Syscall(nr, 0, 0, 0, 0, 0, 0));
+    };
+    pid_t self = pid_of(SYS_getpid);
+    pid_t owner = ring_.owner();
+    if (self != owner && owner == pid_of(SYS_getppid)) {
+      // A vfork child, on its parent's memory and so on the Parker of the
+      // parent's thread, whose ring is registered with that thread alone.
+      // The ring stays the parent's, as the parent left it: take back what
+      // this sleep queued (the kernel took none) and its slots, and sleep
+      // without it (every keeper sleep of the child comes here).
+      ring_.Unqueue();
+      for (int i = 0; i < 2; ++i) {
+        rtag_[i] = was_tag[i];
+        rat_[i] = was_at[i];
+        rcpu_[i] = was_cpu[i];
+      }
+      rfutex_ = was_futex;
+      return kRetry;
+    }
+    // Forget it, never unmap (the mappings may be another process's), and
+    // keep without it. A ring of this process failed: no ring on this
+    // thread again. One a vfork child made in the memory it shared (this
+    // thread had none then) was never registered here: this thread may
+    // make its own at its next sleep.
     ring_.Forget();
     rtag_[0] = rtag_[1] = 0;
     rfutex_ = false;
-    ring_off_ = true;
+    if (self == owner) ring_off_ = true;
     return kRetry;
   }
   // The sleep waits for one completion: none means a signal ended it

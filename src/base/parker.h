@@ -236,6 +236,9 @@ class Parker {
   // For tests, on the owner: whether it has a keeper ring, and the instant
   // ring timeout i is pending at (0: none).
   bool DebugRingOpen() const { return ring_.open(); }
+  // Which ring (its mapping's address; nullptr: none), to tell one ring
+  // from another made after it.
+  const void* DebugRingMapping() const { return ring_.mapping(); }
   int64_t DebugRingAt(int i) const { return rtag_[i] ? rat_[i] : 0; }
   int DebugRingCpu(int i) const { return rcpu_[i]; }
   uint64_t DebugRingSleeps() const { return ring_sleeps_; }

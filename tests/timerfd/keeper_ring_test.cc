@@ -335,9 +335,9 @@ void ParentAndVforkChildShareTwoTimers();
 // A vfork child runs on its parent's memory, so its thread's Parker is the
 // parent thread's, ring and all, but the child's task has no ring
 // registered: its keeper sleep's io_uring_enter fails, and the sleep must
-// fall back (the ring is forgotten, never unmapped) rather than fail or
-// hang. The child gets its expiry; the parent, back from vfork, gets the
-// next one and keeps serving expiries after.
+// fall back rather than fail or hang, and leave the ring as the parent left
+// it. The child gets its expiry; the parent, back from vfork, gets the next
+// one, and still keeps in its own ring after.
 TEST(KeeperRing, VforkChildThatKeepsGetsItsExpiryAndLeavesTheParentServed) {
   if (kTsan) {
     GTEST_SKIP() << "ThreadSanitizer does not follow a vfork child that runs "
@@ -348,11 +348,19 @@ TEST(KeeperRing, VforkChildThatKeepsGetsItsExpiryAndLeavesTheParentServed) {
     warm.KeepUntilFirst(20 * kMs, 60 * 1000 * kMs);
   }
   SKIP_WITHOUT_RING();
+  Parker& p = Parker::Current();
+  const void* ring = p.DebugRingMapping();
   ParentAndVforkChildShareTwoTimers();
+  EXPECT_EQ(p.DebugRingMapping(), ring)
+      << "the vfork child took the parent's ring (the parent then has none, "
+         "or a new one, the old one's mappings and registration left over)";
+  uint64_t sleeps = p.DebugRingSleeps();
   {
     TwoTimers after;
     after.KeepUntilFirst(20 * kMs, 60 * 1000 * kMs);
   }
+  EXPECT_GT(p.DebugRingSleeps(), sleeps)
+      << "the parent no longer keeps in its ring after the vfork child";
   ExpectNoUepollLeaks();
 }
 
