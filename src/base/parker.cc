@@ -402,7 +402,7 @@ bool Parker::ReapRing(uint64_t watch, bool* fired) {
       rfutex_ = false;
       return;
     }
-    if (fired && watch != 0 && tag == watch && res == -ETIME) *fired = true;
+    if (fired && tag == watch && res == -ETIME) *fired = true;
     // A timeout that fired (or an update's failure, tag 0: the timeout's
     // own completion comes too). A tag of a slot since rearmed as a new
     // timeout matches nothing.

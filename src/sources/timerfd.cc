@@ -193,7 +193,9 @@ uint32_t TimerFd::Poll(int) {
 ssize_t TimerFd::Read(void* buf, size_t count) {
   if (count < sizeof(uint64_t)) return -EINVAL;
   // An expiry no thread ran yet counts (docs/design.md, "Timers").
-  const int64_t seen = RunDueTimers();
+  // The instant that read decided by, while no sleep has come since (0:
+  // none, or this read may have slept: it reads the clock again).
+  int64_t seen = RunDueTimers();
   uint64_t ticks = 0;
   int res = 0;
   {
@@ -202,6 +204,7 @@ ssize_t TimerFd::Read(void* buf, size_t count) {
     if (nonblock()) {
       res = -EAGAIN;
     } else {
+      seen = 0;
       // Unchecked lambda: WaitEventLocked calls it with wq_.lock_ held, which
       // clang cannot see from the lambda's body.
       res = WaitEventLocked(wq_, false, [this]() NO_THREAD_SAFETY_ANALYSIS {
@@ -229,8 +232,7 @@ ssize_t TimerFd::Read(void* buf, size_t count) {
         // this call come a moment earlier). Not after a sleep, nor on
         // another clock. Wraps like the kernel's u64 when the clock stepped
         // back past the expiry (a forward of 0).
-        int64_t now = nonblock() && base_ == TimerBase::kMonotonic &&
-                              seen >= expires_
+        int64_t now = base_ == TimerBase::kMonotonic && seen >= expires_
                           ? seen
                           : ClockNowNs(base_);
         ticks += ForwardLocked(now) - 1;

@@ -88,6 +88,22 @@ class TimerRace : public ::testing::Test {
     char c = 1;
     ASSERT_EQ(::write(held_.release[1], &c, 1), 1);
   }
+  // With t's fire held: re-arms t 30 ms from now (relative, so on the
+  // monotonic clock), releases the fire, and expects t readable no sooner
+  // than that, with one tick, and nothing left armed.
+  void RearmHeldTimerAndExpectOneExpiry30MsLater(int t, const char* early) {
+    int64_t rearmed = ClockNs(CLOCK_MONOTONIC);
+    itimerspec v = Spec(30 * kMs);
+    ASSERT_EQ(uepoll_timerfd_settime(t, 0, &v, nullptr), 0);
+    ReleaseFire();
+    pollfd p{t, POLLIN, 0};
+    ASSERT_EQ(uepoll_poll(&p, 1, kExpiryWaitMs), 1);
+    EXPECT_GE(ClockNs(CLOCK_MONOTONIC) - rearmed, 30 * kMs) << early;
+    uint64_t ticks = 0;
+    ASSERT_EQ(uepoll_read(t, &ticks, 8), 8);
+    EXPECT_EQ(ticks, 1u);
+    EXPECT_EQ(TimerQueue::Get().armed(), 0);
+  }
   HeldFire held_;
 };
 
@@ -259,17 +275,8 @@ TEST_F(TimerRace, RearmWhileTheExpiryRunsExpiresAtTheNewTimeOnce) {
   HoldNextFire();
   ASSERT_EQ(USet(t, 1 * kMs), 0);
   ASSERT_TRUE(FireHeld());
-  int64_t rearmed = ClockNs(CLOCK_MONOTONIC);
-  ASSERT_EQ(USet(t, 30 * kMs), 0);
-  ReleaseFire();
-  pollfd p{t, POLLIN, 0};
-  ASSERT_EQ(uepoll_poll(&p, 1, kExpiryWaitMs), 1);
-  EXPECT_GE(ClockNs(CLOCK_MONOTONIC) - rearmed, 30 * kMs)
-      << "the expiry of the old arming made the re-armed timer readable";
-  uint64_t ticks = 0;
-  ASSERT_EQ(uepoll_read(t, &ticks, 8), 8);
-  EXPECT_EQ(ticks, 1u);
-  EXPECT_EQ(TimerQueue::Get().armed(), 0);
+  RearmHeldTimerAndExpectOneExpiry30MsLater(
+      t, "the expiry of the old arming made the re-armed timer readable");
   uepoll_close(t);
   by.reset();
   ExpectNoUepollLeaks();
@@ -292,17 +299,8 @@ TEST_F(TimerRace, RearmOnAnotherClockWhileTheExpiryRunsExpiresAtTheNewTime) {
   itimerspec abs = Spec(ClockNs(CLOCK_REALTIME) + 1 * kMs);
   ASSERT_EQ(uepoll_timerfd_settime(t, TFD_TIMER_ABSTIME, &abs, nullptr), 0);
   ASSERT_TRUE(FireHeld());
-  int64_t rearmed = ClockNs(CLOCK_MONOTONIC);
-  ASSERT_EQ(USet(t, 30 * kMs), 0);
-  ReleaseFire();
-  pollfd p{t, POLLIN, 0};
-  ASSERT_EQ(uepoll_poll(&p, 1, kExpiryWaitMs), 1);
-  EXPECT_GE(ClockNs(CLOCK_MONOTONIC) - rearmed, 30 * kMs)
-      << "the old arming's realtime reading made the relative re-arm due";
-  uint64_t ticks = 0;
-  ASSERT_EQ(uepoll_read(t, &ticks, 8), 8);
-  EXPECT_EQ(ticks, 1u);
-  EXPECT_EQ(TimerQueue::Get().armed(), 0);
+  RearmHeldTimerAndExpectOneExpiry30MsLater(
+      t, "the old arming's realtime reading made the relative re-arm due");
   uepoll_close(t);
   by.reset();
   ExpectNoUepollLeaks();
