@@ -941,6 +941,86 @@ TEST(TimerKeeper, ForkChildClosesTheKeepersLookahead) {
   ExpectNoUepollLeaks();
 }
 
+// A vfork child runs on its parent's memory and holds copies of its
+// descriptors: a keeper sleep in the child finds the Parker of the parent's
+// thread and its lookahead timerfds, which in the child are the same open
+// files under the same numbers. It may arm them and rest on them (they are
+// still the thread's own, D19's identity check passes), and must leave the
+// parent's record of them true: the parent, back from vfork, gets the next
+// expiry, and keeps on its lookahead after, with the same descriptors.
+TEST(TimerKeeper, VforkChildThatKeepsOnTheLookaheadLeavesTheParentServed) {
+  if (kTsan) {
+    GTEST_SKIP() << "ThreadSanitizer does not follow a vfork child that runs "
+                    "more than exec or _exit";
+  }
+  Lookahead l;
+  int fds[2];
+  ASSERT_NO_FATAL_FAILURE(l.KeepAndTake(fds));
+  Parker& p = Parker::Current();
+  uint64_t t3 = l.AddTimer(3);
+  ASSERT_GE(int(t3), 0);
+  int64_t now = ClockNs(CLOCK_MONOTONIC);
+  int64_t at1 = now + 30 * kMs, at3 = now + 60 * kMs;
+  itimerspec v1 = Spec(at1), v3 = Spec(at3);
+  ASSERT_EQ(uepoll_timerfd_settime(l.t1, TFD_TIMER_ABSTIME, &v1, nullptr), 0);
+  ASSERT_EQ(uepoll_timerfd_settime(int(t3), TFD_TIMER_ABSTIME, &v3, nullptr),
+            0);
+  // Written by the child into the memory it shares with the parent.
+  static volatile int child_result;
+  child_result = -1;
+  pid_t pid = vfork();
+  if (pid == 0) {
+    epoll_event ev{};
+    uint64_t ticks = 0;
+    if (uepoll_epoll_wait(l.ep, &ev, 1, kExpiryWaitMs) != 1) {
+      child_result = 1;
+    } else if (ev.data.u64 != 1u) {
+      child_result = 2;
+    } else if (uepoll_read(l.t1, &ticks, 8) != 8 || ticks != 1) {
+      child_result = 3;
+    } else if (ClockNs(CLOCK_MONOTONIC) < at1) {
+      child_result = 4;
+    } else if (Lookahead::SlotAt(at3) < 0) {
+      child_result = 5;
+    } else {
+      child_result = 0;
+    }
+    _exit(0);
+  }
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(child_result, 0)
+      << "the vfork child's wait: 1 failed or timed out, 2 reported another "
+         "timer, 3 its read, 4 early, 5 it kept without arming the "
+         "lookahead at the next expiry";
+  // The parent's descriptors are still its lookahead, and open.
+  EXPECT_EQ(p.DebugLookaheadFd(0), fds[0]);
+  EXPECT_EQ(p.DebugLookaheadFd(1), fds[1]);
+  EXPECT_GE(fcntl(fds[0], F_GETFD), 0);
+  EXPECT_GE(fcntl(fds[1], F_GETFD), 0);
+  epoll_event ev{};
+  ASSERT_EQ(uepoll_epoll_wait(l.ep, &ev, 1, kExpiryWaitMs), 1);
+  EXPECT_EQ(ev.data.u64, 3u);
+  EXPECT_GE(ClockNs(CLOCK_MONOTONIC), at3);
+  uint64_t ticks = 0;
+  ASSERT_EQ(uepoll_read(int(t3), &ticks, 8), 8);
+  EXPECT_EQ(ticks, 1u);
+  // And it keeps on them: the kernel timerfd of the slot the record names
+  // is armed at the next expiry.
+  l.KeepUntilFirst(30 * kMs, 60 * 1000 * kMs);
+  int slot = Lookahead::SlotAt(l.at2);
+  ASSERT_GE(slot, 0) << "no lookahead at the second expiry after the child";
+  int fd = p.DebugLookaheadFd(slot);
+  EXPECT_EQ(fd, fds[slot]);
+  int64_t when = ClockNs(CLOCK_MONOTONIC) + KernelTimerRemainingNs(fd);
+  EXPECT_NEAR(double(when), double(l.at2), double(1000 * kMs));
+  uepoll_close(int(t3));
+  l.Close();
+  ExpectNoUepollLeaks();
+}
+
 // Cancels keeper thread `a` while a second thread waits on `tep` for the
 // expiry `a` covers (data 6): `a` unwinds, and the second is served.
 void CancelAndExpectHandover(pthread_t a, int tep) {
