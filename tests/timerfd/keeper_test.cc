@@ -957,14 +957,13 @@ TEST(TimerKeeper, VforkChildThatKeepsOnTheLookaheadLeavesTheParentServed) {
   int fds[2];
   ASSERT_NO_FATAL_FAILURE(l.KeepAndTake(fds));
   Parker& p = Parker::Current();
-  uint64_t t3 = l.AddTimer(3);
-  ASSERT_GE(int(t3), 0);
+  int t3 = l.AddTimer(3);
+  ASSERT_GE(t3, 0);
   int64_t now = ClockNs(CLOCK_MONOTONIC);
   int64_t at1 = now + 30 * kMs, at3 = now + 60 * kMs;
   itimerspec v1 = Spec(at1), v3 = Spec(at3);
   ASSERT_EQ(uepoll_timerfd_settime(l.t1, TFD_TIMER_ABSTIME, &v1, nullptr), 0);
-  ASSERT_EQ(uepoll_timerfd_settime(int(t3), TFD_TIMER_ABSTIME, &v3, nullptr),
-            0);
+  ASSERT_EQ(uepoll_timerfd_settime(t3, TFD_TIMER_ABSTIME, &v3, nullptr), 0);
   // Written by the child into the memory it shares with the parent.
   static volatile int child_result;
   child_result = -1;
@@ -1005,7 +1004,7 @@ TEST(TimerKeeper, VforkChildThatKeepsOnTheLookaheadLeavesTheParentServed) {
   EXPECT_EQ(ev.data.u64, 3u);
   EXPECT_GE(ClockNs(CLOCK_MONOTONIC), at3);
   uint64_t ticks = 0;
-  ASSERT_EQ(uepoll_read(int(t3), &ticks, 8), 8);
+  ASSERT_EQ(uepoll_read(t3, &ticks, 8), 8);
   EXPECT_EQ(ticks, 1u);
   // And it keeps on them: the kernel timerfd of the slot the record names
   // is armed at the next expiry.
@@ -1016,7 +1015,7 @@ TEST(TimerKeeper, VforkChildThatKeepsOnTheLookaheadLeavesTheParentServed) {
   EXPECT_EQ(fd, fds[slot]);
   int64_t when = ClockNs(CLOCK_MONOTONIC) + KernelTimerRemainingNs(fd);
   EXPECT_NEAR(double(when), double(l.at2), double(1000 * kMs));
-  uepoll_close(int(t3));
+  uepoll_close(t3);
   l.Close();
   ExpectNoUepollLeaks();
 }
