@@ -117,6 +117,20 @@ class WaitQueue {
       hook(q);
     }
   }
+  // Tests only: called by a blocking reader or writer that a signal woke
+  // (WaitForIo, sources/io_wait.h) right after its last test of the
+  // condition, which found nothing: a test can make the object ready
+  // there, as a writer on another CPU may at that moment, and check that
+  // the wakeup reaches another waiter (tests/threads/handover_test.cc).
+  // Off the fast path: only an interrupted sleep loads it.
+  static void SetInterruptedTestHookForTest(void (*hook)(WaitQueue*)) {
+    interrupted_test_hook_.store(hook, std::memory_order_release);
+  }
+  static void RunInterruptedTestHook(WaitQueue* q) {
+    if (auto hook = interrupted_test_hook_.load(std::memory_order_acquire)) {
+      hook(q);
+    }
+  }
   // An exclusive waiter that a wake picked is leaving without having
   // looked at what it was woken for (a cancellation unwinds it): the
   // wakeup goes to the next exclusive entry, as the kernel's does when the
@@ -161,6 +175,8 @@ class WaitQueue {
   std::atomic<bool> lockless_{false};
   static inline std::atomic<void (*)(WaitEntry*)> lockless_wake_hook_{nullptr};
   static inline std::atomic<void (*)(WaitQueue*)> before_queue_hook_{nullptr};
+  static inline std::atomic<void (*)(WaitQueue*)> interrupted_test_hook_{
+      nullptr};
 };
 
 // A thread sleeping on one queue (blocking I/O): WaitEvent blocks until

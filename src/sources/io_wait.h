@@ -75,7 +75,10 @@ int WaitForIo(WaitQueue& q, bool exclusive, SignalRule rule, Ready ready) {
       // Off the queue, then the last test: a wake that picked us before
       // this is answered by the test, a later one picks another waiter.
       w.Leave(q, /*pass_on=*/false);
-      if (!ready()) return -EINTR;
+      if (!ready()) {
+        WaitQueue::RunInterruptedTestHook(&q);
+        return -EINTR;
+      }
       return 0;
     }
   }

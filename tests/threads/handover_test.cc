@@ -43,6 +43,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/wait_queue.h"
 #include "support/fixture.h"
 #include "threads/blocked.h"
 #include "threads/waiter.h"
@@ -268,6 +269,69 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<std::tuple<const Backend*, int>>& i) {
       return std::string(kKinds[std::get<1>(i.param)].name) + "_" +
              BackendName(std::get<0>(i.param));
+    });
+
+// The picked waiter's signal ends its sleep, its last test finds nothing,
+// and the event comes right after that test, before the call returns
+// EINTR: uepoll only (the window is inside uepoll's WaitForIo, held open
+// by WaitQueue's test hook, which the interrupted thread runs itself). The
+// interrupted waiter must be off the queue before its last test, so that
+// the event wakes the other waiter; were it still queued, the event would
+// pick it and be lost with its EINTR, the other waiter asleep with data
+// in the object. Exclusive kinds only: the others wake every waiter.
+class HandoverIoInterruptedUepoll : public HandoverIo {
+ protected:
+  static void EventInTheWindow(uepoll::impl::WaitQueue*) {
+    // Once, and only on the interrupted thread (b is never interrupted).
+    if (current_ == nullptr || fired_.exchange(true)) return;
+    current_->Event();
+  }
+  void SetUp() override {
+    HandoverIo::SetUp();
+    current_ = this;
+    fired_ = false;
+  }
+  void TearDown() override {
+    uepoll::impl::WaitQueue::SetInterruptedTestHookForTest(nullptr);
+    current_ = nullptr;
+    HandoverIo::TearDown();
+  }
+  static inline HandoverIoInterruptedUepoll* current_ = nullptr;
+  static inline std::atomic<bool> fired_{false};
+};
+
+TEST_P(HandoverIoInterruptedUepoll, event_after_the_last_test_wakes_the_other) {
+  SKIP_UNDER_TSAN();
+  ASSERT_TRUE(K().exclusive);
+  ScopedHandler handler(/*restart=*/false);
+  g_release.store(true);  // the handler returns at once: EINTR
+  Blocked a(CallFn());
+  ASSERT_TRUE(a.Parked());
+  Blocked b(CallFn());  // queued after a
+  ASSERT_TRUE(b.Parked());
+  uepoll::impl::WaitQueue::SetInterruptedTestHookForTest(&EventInTheWindow);
+  ASSERT_EQ(pthread_kill(a.handle(), SIGUSR1), 0);
+  ASSERT_TRUE(a.Join());
+  EXPECT_TRUE(fired_.load()) << "the interrupted call never reached its "
+                                "last test with nothing there";
+  EXPECT_EQ(a.value(), -1);
+  EXPECT_EQ(a.error(), EINTR);
+  bool b_done = b.Join();
+  EXPECT_TRUE(b_done) << "the other waiter slept on: the event that came "
+                         "after the interrupted waiter's last test was lost";
+  if (!b_done) {
+    b.Kick();
+    ASSERT_TRUE(b.Join());
+  }
+  EXPECT_EQ(b.value(), Expected());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Backends, HandoverIoInterruptedUepoll,
+    ::testing::Combine(::testing::Values(&UepollBackend()),
+                       ::testing::Values(0, 1, 2, 3)),  // the exclusive kinds
+    [](const ::testing::TestParamInfo<std::tuple<const Backend*, int>>& i) {
+      return std::string(kKinds[std::get<1>(i.param)].name);
     });
 
 // The hand-over goes past an exclusive registration that does not take it:
