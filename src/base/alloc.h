@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <utility>
 
@@ -92,14 +93,30 @@ void DeleteArray(T* p) noexcept {
   Deallocate(p);
 }
 
+// Frees an object of n bytes. Debug builds poison it first: code that
+// still follows a pointer to it (a reference dropped once too often, a
+// list that outlived its members) reads 0xdb...db, a wild pointer that
+// faults where a release build would read stale memory quietly. ASan
+// reports the same either way; this is for the Debug builds the mutation
+// check (tools/mutants) and most test runs use.
+inline void DeallocatePoisoned(void* p, size_t n) noexcept {
+#ifndef NDEBUG
+  if (p) std::memset(p, 0xdb, n);
+#else
+  (void)n;
+#endif
+  Deallocate(p);
+}
+
 // For classes with virtual destructors freed by `delete this`: route their
-// operator new/delete through Allocate.
+// operator new/delete through Allocate. The sized delete gets the size of
+// the object's own class (the virtual destructor passes it).
 #define UEPOLL_ALLOCATED_CLASS                                          \
   static void* operator new(size_t n, const std::nothrow_t&) noexcept { \
     return ::uepoll::impl::Allocate(n);                                 \
   }                                                                     \
-  static void operator delete(void* p) noexcept {                       \
-    ::uepoll::impl::Deallocate(p);                                      \
+  static void operator delete(void* p, size_t n) noexcept {             \
+    ::uepoll::impl::DeallocatePoisoned(p, n);                           \
   }
 
 // The same for over-aligned classes (alignas(kCacheLine) members).

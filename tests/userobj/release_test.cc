@@ -391,5 +391,47 @@ TEST_F(UserRelease, ABlockingReleaseDoesNotStopOtherCollections) {
   EXPECT_TRUE(blocking.finished.load());
 }
 
+// A collection's garbage list survives another collection that runs
+// while the first one's purge waits in a release. Two sockets in each
+// other's queues, a1 in flight first: the purge starts with b1, whose
+// queue holds a1 and the blocking object. While the release waits, b1 is
+// still in flight (in a1's queue, not purged yet) with the first
+// collection's reference on it: the second collection takes it as a root
+// of its marking. Were the first collection's list linked through the
+// marking's own field, that marking would cut it after b1: a1 never
+// purged, both sockets leaked (the leak check after the test).
+TEST_F(UserRelease, ACollectionDuringAPurgeLeavesItsGarbageListWhole) {
+  Watchdog dog("a collection inside another's purge",
+               std::chrono::seconds(10));
+  InFlight flight;
+  static std::atomic<bool> other_done;
+  other_done = false;
+  Releaser blocking;
+  blocking.action = [](Releaser*) {
+    while (!other_done.load()) std::this_thread::yield();
+  };
+  Releaser other;
+  std::thread t([&] {
+    while (blocking.releases.load() == 0) std::this_thread::yield();
+    CollectInACycle(Create(&other));
+    other_done = true;
+  });
+  int a[2], b[2];
+  Pair(a);
+  Pair(b);
+  int obj = Create(&blocking);
+  ASSERT_EQ(SendFds(b[0], {a[1], obj}), 1);  // a1 in flight first, in b1
+  ASSERT_EQ(SendFds(a[0], {b[1]}), 1);       // then b1, in a1's queue
+  ASSERT_EQ(uepoll_close(obj), 0);
+  ASSERT_EQ(uepoll_close(a[0]), 0);
+  ASSERT_EQ(uepoll_close(b[0]), 0);
+  ASSERT_EQ(uepoll_close(a[1]), 0);
+  ASSERT_EQ(uepoll_close(b[1]), 0);  // the cycle is garbage: collected here
+  t.join();
+  EXPECT_EQ(blocking.releases.load(), 1);
+  EXPECT_TRUE(blocking.finished.load());
+  EXPECT_EQ(other.releases.load(), 1);
+}
+
 }  // namespace
 }  // namespace uepoll_test
