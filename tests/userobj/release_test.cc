@@ -401,8 +401,7 @@ TEST_F(UserRelease, ABlockingReleaseDoesNotStopOtherCollections) {
 // marking's own field, that marking would cut it after b1: a1 never
 // purged, both sockets leaked (the leak check after the test).
 TEST_F(UserRelease, ACollectionDuringAPurgeLeavesItsGarbageListWhole) {
-  Watchdog dog("a collection inside another's purge",
-               std::chrono::seconds(10));
+  Watchdog dog("a collection inside another's purge", std::chrono::seconds(10));
   InFlight flight;
   static std::atomic<bool> other_done;
   other_done = false;
