@@ -14,6 +14,11 @@
 #                   header line, each building and running only the tests
 #                   that line names; a mutant that no longer applies fails
 #                   the run (update or replace its patch)
+#   --named         every mutant (or those named) against the check its
+#                   header names: its "# ci:" line, else its "# killed by:"
+#                   line (same form); one with neither gets the whole
+#                   suite (or --target/--tests). The full set in about
+#                   half an hour instead of hours
 #   --tests REGEX   run only the CTest entries matching REGEX (ctest -R)
 #   --target TARGET build only TARGET (repeatable) instead of everything:
 #                   with --tests naming tests of those binaries, a mutant
@@ -27,6 +32,11 @@
 #   --source DIR    the git tree to copy (default: this tree, with your
 #                   uncommitted changes)
 #   --no-baseline   skip the check that the unmutated copy passes
+#   --in-place      patch this tree itself and build in its build/dev
+#                   (which must be configured; src/ must match HEAD): no
+#                   scratch copy to build from nothing. For a throwaway
+#                   clone (CI); each patch is reverted, also on an
+#                   interrupt, and the run stops if a revert fails
 #   --list          list the mutants and exit
 #
 # Statuses: killed (the first failing test is named), timeout (killed by
@@ -48,6 +58,10 @@
 #   # ci: TARGET [-R REGEX]   (optional: the fast check CI runs for it:
 #                              build TARGET, run the CTest entries labelled
 #                              TARGET, or those matching REGEX)
+#   # killed by: TARGET [-R REGEX]
+#                             (optional, for a mutant outside the CI
+#                              subset: a check that kills it, which
+#                              --named runs)
 set -euo pipefail
 
 # Everything runs from main(), which bash reads whole before it starts:
@@ -61,8 +75,10 @@ work=$repo/build/mutants
 cap=900
 jobs=2
 ci=0
+named=0
 tests=""
 baseline=1
+in_place=0
 list=0
 names=()
 only=()
@@ -72,6 +88,7 @@ usage() { sed -n '2,50s/^# \{0,1\}//p' "$0"; }
 while (($#)); do
   case $1 in
     --ci) ci=1 ;;
+    --named) named=1 ;;
     --tests) tests=$2; shift ;;
     --target) only+=("$2"); shift ;;
     --cap) cap=$2; shift ;;
@@ -79,6 +96,7 @@ while (($#)); do
     --jobs) jobs=$2; shift ;;
     --source) source_dir=$(cd "$2" && pwd); shift ;;
     --no-baseline) baseline=0 ;;
+    --in-place) in_place=1 ;;
     --list) list=1 ;;
     -h | --help) usage; exit 0 ;;
     -*) usage >&2; exit 2 ;;
@@ -119,6 +137,7 @@ fi
 ((${#patches[@]})) || { echo "mutants: nothing to run" >&2; exit 2; }
 
 tree=$work/tree
+((in_place)) && tree=$source_dir
 build=$tree/build/dev
 log=$work/logs
 mkdir -p "$work" "$log"
@@ -155,12 +174,20 @@ sync_tree() {
   gitq commit -qm "source as of $(date -u +%FT%TZ)" --allow-empty
 }
 
-# What a patch's ci line names: the target to build, and the ctest
-# selection (-L TARGET, or -R REGEX).
-ci_target() { header "$1" ci | awk '{print $1}'; }
+# The check a patch's header names, in the mode of this run: its ci line
+# (--ci), else its killed-by line (--named); empty when none applies.
+check_line() {
+  local line=""
+  ((ci || named)) && line=$(header "$1" ci)
+  ((named)) && [[ -z $line ]] && line=$(header "$1" "killed by")
+  printf '%s' "$line"
+}
+# What that line names: the target to build, and the ctest selection
+# (-L TARGET, or -R REGEX).
+ci_target() { check_line "$1" | awk '{print $1}'; }
 ci_select() {
   local line
-  line=$(header "$1" ci)
+  line=$(check_line "$1")
   if [[ $line == *" -R "* ]]; then
     printf -- '-R\n%s\n' "${line#* -R }"
   else
@@ -202,10 +229,31 @@ first_failure() {  # logfile
   printf '%s' "${t:-(see log)}"
 }
 
-echo "mutants: copying $source_dir to $tree"
-sync_tree
-if [[ ! -f $build/build.ninja ]]; then
-  (cd "$tree" && cmake --preset dev -DUEPOLL_BUILD_BENCH=OFF >/dev/null)
+applied=""
+if ((in_place)); then
+  if [[ ! -f $build/build.ninja ]]; then
+    echo "mutants: --in-place needs $build configured (cmake --preset dev)" >&2
+    exit 2
+  fi
+  if ! git -C "$tree" diff --quiet HEAD -- src; then
+    echo "mutants: --in-place needs src/ as committed (git diff HEAD -- src)" >&2
+    exit 2
+  fi
+  # A patch still applied when the run ends (an interrupt, a failure of
+  # the script itself) is taken back out.
+  revert_applied() {
+    [[ -n $applied ]] && git -C "$tree" apply -R "$applied" 2>/dev/null
+    applied=""
+  }
+  trap 'revert_applied' EXIT
+  trap 'revert_applied; exit 130' INT TERM
+  echo "mutants: in place in $tree"
+else
+  echo "mutants: copying $source_dir to $tree"
+  sync_tree
+  if [[ ! -f $build/build.ninja ]]; then
+    (cd "$tree" && cmake --preset dev -DUEPOLL_BUILD_BENCH=OFF >/dev/null)
+  fi
 fi
 
 # The unmutated copy must pass what the mutants will be judged by (in --ci
@@ -213,9 +261,25 @@ fi
 if ((baseline)); then
   echo "mutants: baseline build and tests"
   targets=("${only[@]}") selections=()
-  if ((ci)); then
-    for p in "${patches[@]}"; do targets+=("$(ci_target "$p")"); done
-    for p in "${patches[@]}"; do selections+=("$p"); done
+  if ((ci || named)); then
+    # Each mutant's own check; the whole suite (or --target/--tests) for
+    # one whose header names none, and then the whole build.
+    whole=0
+    declare -A seen=()
+    for p in "${patches[@]}"; do
+      line=$(check_line "$p")
+      if [[ -z $line ]]; then
+        whole=1
+      elif [[ -z ${seen[$line]+set} ]]; then  # each check once
+        seen[$line]=1
+        targets+=("$(ci_target "$p")")
+        selections+=("$p")
+      fi
+    done
+    if ((whole)); then
+      ((${#only[@]})) || targets=()  # everything
+      selections+=("")
+    fi
   else
     selections=("")
   fi
@@ -250,7 +314,7 @@ for p in "${patches[@]}"; do
   start=$SECONDS
   status="" by=""
   targets=("${only[@]}") sel=()
-  if ((ci)); then
+  if [[ -n $(check_line "$p") ]]; then
     targets=("$(ci_target "$p")")
     mapfile -t sel < <(ci_select "$p")
   fi
@@ -260,6 +324,7 @@ for p in "${patches[@]}"; do
     area_stale[$area]=$((area_stale[$area] + 1))
   else
     gitq apply "$p"
+    applied=$p
     if ! build_targets "${targets[@]}" >"$log/$name.build" 2>&1; then
       status=build-failed
       stale+=("$name")
@@ -284,9 +349,20 @@ for p in "${patches[@]}"; do
         area_killed[$area]=$((area_killed[$area] + 1))
       fi
     fi
-    gitq apply -R "$p" 2>/dev/null || true
-    gitq checkout -q -- .
-    gitq clean -fdq
+    if ((in_place)); then
+      # Only the patch's own changes go: the tree is the user's.
+      if ! git -C "$tree" apply -R "$p" ||
+         ! git -C "$tree" diff --quiet HEAD -- src; then
+        echo "mutants: $name could not be taken back out of $tree:" \
+             "restore it (git checkout -- src)" >&2
+        exit 2
+      fi
+    else
+      gitq apply -R "$p" 2>/dev/null || true
+      gitq checkout -q -- .
+      gitq clean -fdq
+    fi
+    applied=""
   fi
   printf '%-36s %-15s %s  [%d s]\n' "$name" "$status" "$by" \
          "$((SECONDS - start))"
