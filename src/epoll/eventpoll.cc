@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <sys/eventfd.h>
 
-#include <cstring>
 #include <new>
 
 #include <uepoll/uepoll.h>
@@ -20,20 +19,13 @@ namespace uepoll::impl {
 namespace {
 
 EpItem* AllocItem() { return New<EpItem>(); }
+// Debug builds poison a freed item (DeallocatePoisoned): a wakeup that
+// still reaches it (a bug: the removal must wait for lockless wakers,
+// FreeRemovedItem) follows a wild instance pointer and crashes there.
 void FreeItem(EpItem* epi) {
-#ifndef NDEBUG
-  // Debug builds poison a freed item: a wakeup that still reaches it (a
-  // bug: the removal must wait for lockless wakers, FreeRemovedItem)
-  // follows a wild instance pointer and crashes there, where a release
-  // build would read stale memory quietly (ASan reports it either way).
-  if (epi) {
-    epi->~EpItem();
-    std::memset(static_cast<void*>(epi), 0xdb, sizeof *epi);
-    Deallocate(epi);
-  }
-#else
-  Delete(epi);
-#endif
+  if (!epi) return;
+  epi->~EpItem();
+  DeallocatePoisoned(epi, sizeof *epi);
 }
 
 // Frees an item its instance removed. One whose queue had lockless wakers
