@@ -366,6 +366,37 @@ TEST_F(UserRelease, ACancelDuringAPurgeWaitsForItsEnd) {
   ::close(k[1]);
 }
 
+// An object whose release blocks until another thread has run a
+// collection of its own: that thread waits for the release to begin,
+// collects `other` in a cycle, and only then lets the release return.
+class CollectionDuringARelease {
+ public:
+  CollectionDuringARelease() {
+    done_ = false;
+    blocking.action = [](Releaser*) {
+      while (!done_.load()) std::this_thread::yield();
+    };
+    thread_ = std::thread([this] {
+      while (blocking.releases.load() == 0) std::this_thread::yield();
+      CollectInACycle(Create(&other));
+      done_ = true;
+    });
+  }
+  ~CollectionDuringARelease() { Join(); }
+  CollectionDuringARelease(const CollectionDuringARelease&) = delete;
+  CollectionDuringARelease& operator=(const CollectionDuringARelease&) = delete;
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  Releaser blocking;  // create it, and let a collection release it
+  Releaser other;     // the other thread's object
+
+ private:
+  static inline std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
 // Another thread's collection runs while a release of this one blocks
 // (here: waits for that other thread to have collected). Releases run
 // with no collector lock held, so neither waits for the other.
@@ -373,22 +404,11 @@ TEST_F(UserRelease, ABlockingReleaseDoesNotStopOtherCollections) {
   Watchdog dog("collections on two threads, one release blocking",
                std::chrono::seconds(10));
   InFlight flight;
-  static std::atomic<bool> other_done;
-  other_done = false;
-  Releaser blocking;
-  blocking.action = [](Releaser*) {
-    while (!other_done.load()) std::this_thread::yield();
-  };
-  Releaser other;
-  std::thread t([&] {
-    while (blocking.releases.load() == 0) std::this_thread::yield();
-    CollectInACycle(Create(&other));
-    other_done = true;
-  });
-  CollectInACycle(Create(&blocking));
-  t.join();
-  EXPECT_EQ(other.releases.load(), 1);
-  EXPECT_TRUE(blocking.finished.load());
+  CollectionDuringARelease c;
+  CollectInACycle(Create(&c.blocking));
+  c.Join();
+  EXPECT_EQ(c.other.releases.load(), 1);
+  EXPECT_TRUE(c.blocking.finished.load());
 }
 
 // A collection's garbage list survives another collection that runs
@@ -403,22 +423,11 @@ TEST_F(UserRelease, ABlockingReleaseDoesNotStopOtherCollections) {
 TEST_F(UserRelease, ACollectionDuringAPurgeLeavesItsGarbageListWhole) {
   Watchdog dog("a collection inside another's purge", std::chrono::seconds(10));
   InFlight flight;
-  static std::atomic<bool> other_done;
-  other_done = false;
-  Releaser blocking;
-  blocking.action = [](Releaser*) {
-    while (!other_done.load()) std::this_thread::yield();
-  };
-  Releaser other;
-  std::thread t([&] {
-    while (blocking.releases.load() == 0) std::this_thread::yield();
-    CollectInACycle(Create(&other));
-    other_done = true;
-  });
+  CollectionDuringARelease c;
   int a[2], b[2];
   Pair(a);
   Pair(b);
-  int obj = Create(&blocking);
+  int obj = Create(&c.blocking);
   ASSERT_EQ(SendFds(b[0], {a[1], obj}), 1);  // a1 in flight first, in b1
   ASSERT_EQ(SendFds(a[0], {b[1]}), 1);       // then b1, in a1's queue
   ASSERT_EQ(uepoll_close(obj), 0);
@@ -426,10 +435,10 @@ TEST_F(UserRelease, ACollectionDuringAPurgeLeavesItsGarbageListWhole) {
   ASSERT_EQ(uepoll_close(b[0]), 0);
   ASSERT_EQ(uepoll_close(a[1]), 0);
   ASSERT_EQ(uepoll_close(b[1]), 0);  // the cycle is garbage: collected here
-  t.join();
-  EXPECT_EQ(blocking.releases.load(), 1);
-  EXPECT_TRUE(blocking.finished.load());
-  EXPECT_EQ(other.releases.load(), 1);
+  c.Join();
+  EXPECT_EQ(c.blocking.releases.load(), 1);
+  EXPECT_TRUE(c.blocking.finished.load());
+  EXPECT_EQ(c.other.releases.load(), 1);
 }
 
 }  // namespace
