@@ -184,8 +184,8 @@ check_line() {
 }
 # What that line names: the target to build, and the ctest selection
 # (-L TARGET, or -R REGEX).
-ci_target() { check_line "$1" | awk '{print $1}'; }
-ci_select() {
+check_target() { check_line "$1" | awk '{print $1}'; }
+check_select() {
   local line
   line=$(check_line "$1")
   if [[ $line == *" -R "* ]]; then
@@ -246,7 +246,8 @@ if ((in_place)); then
     applied=""
   }
   trap 'revert_applied' EXIT
-  trap 'revert_applied; exit 130' INT TERM
+  trap 'revert_applied; exit 130' INT
+  trap 'revert_applied; exit 143' TERM
   echo "mutants: in place in $tree"
 else
   echo "mutants: copying $source_dir to $tree"
@@ -272,7 +273,7 @@ if ((baseline)); then
         whole=1
       elif [[ -z ${seen[$line]+set} ]]; then  # each check once
         seen[$line]=1
-        targets+=("$(ci_target "$p")")
+        targets+=("$(check_target "$p")")
         selections+=("$p")
       fi
     done
@@ -289,7 +290,7 @@ if ((baseline)); then
   fi
   for p in "${selections[@]}"; do
     sel=()
-    [[ -n $p ]] && mapfile -t sel < <(ci_select "$p")
+    [[ -n $p ]] && mapfile -t sel < <(check_select "$p")
     if ! run_tests "$log/baseline.test" "${sel[@]}"; then
       echo "mutants: the unmutated tree fails" \
            "$(first_failure "$log/baseline.test") ($log/baseline.test):" \
@@ -315,16 +316,16 @@ for p in "${patches[@]}"; do
   status="" by=""
   targets=("${only[@]}") sel=()
   if [[ -n $(check_line "$p") ]]; then
-    targets=("$(ci_target "$p")")
-    mapfile -t sel < <(ci_select "$p")
+    targets=("$(check_target "$p")")
+    mapfile -t sel < <(check_select "$p")
   fi
   if ! gitq apply --check "$p" 2>/dev/null; then
     status=does-not-apply
     stale+=("$name")
     area_stale[$area]=$((area_stale[$area] + 1))
   else
+    applied=$p  # first: an interrupt right after the apply reverts it
     gitq apply "$p"
-    applied=$p
     if ! build_targets "${targets[@]}" >"$log/$name.build" 2>&1; then
       status=build-failed
       stale+=("$name")
