@@ -99,13 +99,22 @@ void DeleteArray(T* p) noexcept {
 // faults where a release build would read stale memory quietly. ASan
 // reports the same either way; this is for the Debug builds the mutation
 // check (tools/mutants) and most test runs use.
-inline void DeallocatePoisoned(void* p, size_t n) noexcept {
+inline void PoisonFreed(void* p, size_t n) noexcept {
 #ifndef NDEBUG
   if (p) std::memset(p, 0xdb, n);
 #else
+  (void)p;
   (void)n;
 #endif
+}
+inline void DeallocatePoisoned(void* p, size_t n) noexcept {
+  PoisonFreed(p, n);
   Deallocate(p);
+}
+// The same for memory from AllocateLine.
+inline void DeallocateLinePoisoned(void* p, size_t n) noexcept {
+  PoisonFreed(p, n);
+  DeallocateLine(p);
 }
 
 // For classes with virtual destructors freed by `delete this`: route their
@@ -119,18 +128,20 @@ inline void DeallocatePoisoned(void* p, size_t n) noexcept {
     ::uepoll::impl::DeallocatePoisoned(p, n);                           \
   }
 
-// The same for over-aligned classes (alignas(kCacheLine) members).
-#define UEPOLL_LINE_ALLOCATED_CLASS                                 \
-  static void* operator new(size_t n, std::align_val_t,             \
-                            const std::nothrow_t&) noexcept {       \
-    return ::uepoll::impl::AllocateLine(n);                         \
-  }                                                                 \
-  static void operator delete(void* p, std::align_val_t) noexcept { \
-    ::uepoll::impl::DeallocateLine(p);                              \
-  }                                                                 \
-  static void operator delete(void* p, std::align_val_t,            \
-                              const std::nothrow_t&) noexcept {     \
-    ::uepoll::impl::DeallocateLine(p);                              \
+// The same for over-aligned classes (alignas(kCacheLine) members), freed
+// poisoned as well. Only the sized aligned delete is declared: where a
+// class declares both, a delete expression picks the unsized one.
+#define UEPOLL_LINE_ALLOCATED_CLASS                                           \
+  static void* operator new(size_t n, std::align_val_t,                       \
+                            const std::nothrow_t&) noexcept {                 \
+    return ::uepoll::impl::AllocateLine(n);                                   \
+  }                                                                           \
+  static void operator delete(void* p, size_t n, std::align_val_t) noexcept { \
+    ::uepoll::impl::DeallocateLinePoisoned(p, n);                             \
+  }                                                                           \
+  static void operator delete(void* p, std::align_val_t,                      \
+                              const std::nothrow_t&) noexcept {               \
+    ::uepoll::impl::DeallocateLine(p);                                        \
   }
 
 }  // namespace uepoll::impl
