@@ -20,13 +20,21 @@
 // copy). The sets are written on success and on a timeout, never on an
 // error, as core_sys_select does.
 //
-// Deviation (docs/semantics.md D28): with a uepoll descriptor in the sets,
-// all nfds bits of each set are read; the kernel reads only as many as its
-// descriptor table has slots.
+// Which bits: the kernel reads and writes only the first min(nfds,
+// max_fds) bits of each set (core_sys_select), max_fds being how many
+// slots its descriptor table has; a bit beyond is never read, so a caller
+// may pass an nfds far beyond its sets (select(getdtablesize(), ...) with
+// FD_SETSIZE sets). uepoll's numbers are the kernel's (the disjoint ones
+// are beyond select's reach: uepoll.h), so it reads and writes the same
+// bits, no more (KernelSetBits).
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/select.h>
 
+#include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -57,6 +65,105 @@ bool Bit(const Word* set, int fd) {
 }
 void SetBit(Word* set, int fd) {
   set[fd / kWordBits] |= Word{1} << (fd % kWordBits);
+}
+
+// The kernel's max_fds is not published where a call could read it
+// cheaply (only /proc/self/status's FDSize), so select asks the kernel's
+// own select: on a set of ours holding only bit p, where p is not an open
+// descriptor, it fails EBADF if p lies within the table and ignores the
+// bit beyond it. A floor is kept (the table has at least that many slots):
+// a table never shrinks, save in a fork child, where the floor starts
+// over, and after an unshare(CLONE_FILES) of the application's, which
+// this does not follow (a stale floor reads bits past the new, smaller
+// table, which name nothing). So a call whose nfds is within the floor
+// asks nothing; one beyond it asks once (whether the table still ends at
+// the floor), and more only while the table grows.
+constexpr int kMinTable = 64;  // NR_OPEN_DEFAULT: every table's size
+std::atomic<int> g_table_floor{kMinTable};
+
+void ResetTableFloor() {
+  g_table_floor.store(kMinTable, std::memory_order_relaxed);
+}
+
+void RaiseTableFloor(int at_least) {
+  static const bool registered = [] {
+    pthread_atfork(nullptr, nullptr, ResetTableFloor);
+    return true;
+  }();
+  (void)registered;
+  int cur = g_table_floor.load(std::memory_order_relaxed);
+  while (cur < at_least && !g_table_floor.compare_exchange_weak(
+                               cur, at_least, std::memory_order_relaxed)) {
+  }
+}
+
+// 1: p lies within the kernel's descriptor table; 0: beyond it; -errno.
+int WithinKernelTable(int p) {
+  // The interceptors of sanitizers read a whole fd_set.
+  constexpr size_t kSetWords = sizeof(fd_set) / sizeof(Word);
+  for (;;) {
+    if (sys::Fcntl(p, F_GETFD, 0) >= 0) return 1;  // open: within
+    size_t words = std::max(static_cast<size_t>(p) / kWordBits + 1, kSetWords);
+    Word small[kSetWords] = {};
+    Word* set = words > kSetWords ? NewArray<Word>(words) : small;
+    if (!set) return -ENOMEM;
+    SetBit(set, p);
+    timespec zero{0, 0};
+    int r = sys::Pselect(p + 1, reinterpret_cast<fd_set*>(set), nullptr,
+                         nullptr, &zero, nullptr);
+    int err = errno;
+    if (set != small) DeleteArray(set);
+    // Ignored, unless p was opened meanwhile (ready or not).
+    if (r >= 0) return r > 0 || sys::Fcntl(p, F_GETFD, 0) >= 0 ? 1 : 0;
+    if (err == EBADF) return 1;
+    if (err != EINTR) return -err;  // EINTR: a signal came; ask again
+  }
+}
+
+// KernelSetBits past the floor.
+int LearnKernelSetBits(int floor, int nfds) {
+  while (floor < nfds) {
+    // max_fds >= floor. Does the table end there?
+    int in = WithinKernelTable(floor);
+    if (in <= 0) return in < 0 ? in : floor;
+    // It grew: the kernel doubles it, so ask at twice the floor.
+    int next = static_cast<int>(std::min<long>(long{floor} * 2, nfds));
+    in = WithinKernelTable(next - 1);
+    if (in < 0) return in;
+    if (in) {
+      RaiseTableFloor(next);
+      floor = next;
+      continue;
+    }
+    // It ends in (floor, next - 1]: the first number beyond it.
+    int lo = floor + 1;
+    int hi = next - 1;
+    while (lo < hi) {
+      int mid = lo + (hi - lo) / 2;
+      in = WithinKernelTable(mid);
+      if (in < 0) return in;
+      if (in) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    RaiseTableFloor(lo);
+    return lo;
+  }
+  return nfds;
+}
+
+// min(nfds, max_fds), the bits of each set the kernel would read, for
+// nfds > 0; or -errno (ENOMEM) if it could not be learned.
+int KernelSetBits(int nfds) {
+  int floor = g_table_floor.load(std::memory_order_relaxed);
+  if (nfds <= floor) return nfds;
+  // The questions fail EBADF on the way: errno is the caller's.
+  int saved = errno;
+  int n = LearnKernelSetBits(floor, nfds);
+  errno = saved;
+  return n;
 }
 
 // Scratch for one call: the three input sets (copied, as get_fd_set does),
@@ -267,7 +374,9 @@ extern "C" {
 
 int uepoll_select(int nfds, fd_set* readfds, fd_set* writefds,
                   fd_set* exceptfds, struct timeval* timeout) {
-  if (!uepoll::impl::HasUepoll(nfds, readfds, writefds, exceptfds)) {
+  int n = nfds > 0 ? uepoll::impl::KernelSetBits(nfds) : nfds;
+  if (n < 0 && nfds > 0) return ToErrno(n);
+  if (!uepoll::impl::HasUepoll(n, readfds, writefds, exceptfds)) {
     return sys::Select(nfds, readfds, writefds, exceptfds, timeout);
   }
   // The timeout as glibc's select hands it to the kernel: tv_usec taken
@@ -291,8 +400,8 @@ int uepoll_select(int nfds, fd_set* readfds, fd_set* writefds,
     end = uepoll::impl::EndAfter(sec, nsec);
     deadline = uepoll::impl::DeadlineAt(end);
   }
-  int r = uepoll::impl::Select(nfds, readfds, writefds, exceptfds, deadline,
-                               nullptr);
+  int r =
+      uepoll::impl::Select(n, readfds, writefds, exceptfds, deadline, nullptr);
   // poll_select_finish: the time left, on every return (glibc converts the
   // kernel's write-back); after a zero timeout the kernel writes nothing
   // and glibc copies back its normalized {0, 0}.
@@ -303,7 +412,9 @@ int uepoll_select(int nfds, fd_set* readfds, fd_set* writefds,
 int uepoll_pselect(int nfds, fd_set* readfds, fd_set* writefds,
                    fd_set* exceptfds, const struct timespec* timeout,
                    const sigset_t* sigmask) {
-  if (!uepoll::impl::HasUepoll(nfds, readfds, writefds, exceptfds)) {
+  int n = nfds > 0 ? uepoll::impl::KernelSetBits(nfds) : nfds;
+  if (n < 0 && nfds > 0) return ToErrno(n);
+  if (!uepoll::impl::HasUepoll(n, readfds, writefds, exceptfds)) {
     return sys::Pselect(nfds, readfds, writefds, exceptfds, timeout, sigmask);
   }
   // do_pselect: the timeout, then the mask; glibc passes the kernel a copy
@@ -318,8 +429,8 @@ int uepoll_pselect(int nfds, fd_set* readfds, fd_set* writefds,
     deadline = Deadline::FromTimespec(*timeout);
   }
   if (sigmask && uepoll::impl::UserFault(sigmask)) return ToErrno(-EFAULT);
-  return ToErrno(uepoll::impl::Select(nfds, readfds, writefds, exceptfds,
-                                      deadline, sigmask));
+  return ToErrno(
+      uepoll::impl::Select(n, readfds, writefds, exceptfds, deadline, sigmask));
 }
 
 }  // extern "C"

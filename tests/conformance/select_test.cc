@@ -7,11 +7,15 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "conformance/io_helpers.h"
@@ -414,6 +418,122 @@ TEST_P(Select, fd_setsize__the_whole_set_is_read) {
   timeval tv{0, 0};
   EXPECT_EQ(B().select(FD_SETSIZE, &r, nullptr, nullptr, &tv), 1);
   EXPECT_TRUE(FD_ISSET(p[0], &r));
+}
+
+// The kernel's descriptor table size (fdt->max_fds), or -1.
+int KernelTableSize() {
+  FILE* f = std::fopen("/proc/self/status", "re");
+  if (!f) return -1;
+  char line[256];
+  int size = -1;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "FDSize: %d", &size) == 1) break;
+  }
+  std::fclose(f);
+  return size;
+}
+
+// An nfds far beyond the caller's sets (select(getdtablesize(), ...) with
+// FD_SETSIZE sets): the kernel reads and writes only as many bits as its
+// descriptor table has slots. The bits past them here are a pattern that
+// must be neither taken for descriptors nor written.
+TEST_P(Select, nfds__beyond_the_table_only_the_tables_bits_are_touched) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  ASSERT_EQ(WriteStr(p[1], "x"), 1);
+  const int table = KernelTableSize();
+  ASSERT_GT(table, p[0]);
+  const int nfds = 4 * table;
+  constexpr uint64_t kPattern = 0xa5a5a5a5a5a5a5a5u;
+  std::vector<uint64_t> words(nfds / 64, kPattern);
+  std::memset(words.data(), 0, static_cast<size_t>(table) / 8);
+  auto* r = reinterpret_cast<fd_set*>(words.data());
+  FD_SET(p[0], r);
+  timeval tv{0, 0};
+  EXPECT_EQ(B().select(nfds, r, nullptr, nullptr, &tv), 1);
+  EXPECT_TRUE(FD_ISSET(p[0], r));
+  int touched = 0;
+  for (size_t i = static_cast<size_t>(table) / 64; i < words.size(); ++i) {
+    touched += words[i] != kPattern;
+  }
+  EXPECT_EQ(touched, 0);
+  std::memset(words.data(), 0, static_cast<size_t>(table) / 8);
+  FD_SET(p[0], r);
+  timespec ts{0, 0};
+  EXPECT_EQ(B().pselect(nfds, r, nullptr, nullptr, &ts, nullptr), 1);
+  touched = 0;
+  for (size_t i = static_cast<size_t>(table) / 64; i < words.size(); ++i) {
+    touched += words[i] != kPattern;
+  }
+  EXPECT_EQ(touched, 0);
+}
+
+// The same with sets that end where the table does, at the end of the
+// mapped memory: the bits past the table are not even readable, and the
+// kernel never reads them.
+TEST_P(Select, nfds__beyond_the_table_sets_may_end_with_the_table) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  ASSERT_EQ(WriteStr(p[1], "x"), 1);
+  const int table = KernelTableSize();
+  ASSERT_GT(table, p[0]);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const long len = (table / 8 + page - 1) / page * page;
+  auto* m =
+      static_cast<char*>(::mmap(nullptr, len + page, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(m, MAP_FAILED);
+  ASSERT_EQ(::mprotect(m + len, page, PROT_NONE), 0);
+  auto* r = reinterpret_cast<fd_set*>(m + len - table / 8);
+  std::memset(r, 0, static_cast<size_t>(table) / 8);
+  FD_SET(p[0], r);
+  timeval tv{0, 0};
+  EXPECT_EQ(B().select(4 * table, r, nullptr, nullptr, &tv), 1);
+  EXPECT_TRUE(FD_ISSET(p[0], r));
+  ::munmap(m, len + page);
+}
+
+// The table grows when a number past it is taken, and never shrinks: a
+// bit there is read once the table holds it, and once that number is
+// closed again it is a closed descriptor within the table (EBADF), no
+// longer a bit past it.
+TEST_P(Select, nfds__a_grown_table_is_read_to_its_new_end) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  ASSERT_EQ(WriteStr(p[1], "x"), 1);
+  const int table = KernelTableSize();
+  const int high = table + table / 2;
+  struct rlimit rl {};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  if (high >= static_cast<long>(rl.rlim_cur)) {
+    GTEST_SKIP() << "the table (" << table << " slots, grown by the tests "
+                 << "run before in this process) cannot grow under the "
+                 << "limit; alone, as ctest runs it, it can";
+  }
+  const int nfds = 4 * table;
+  std::vector<uint64_t> words(static_cast<size_t>(nfds) / 64, 0);
+  auto* r = reinterpret_cast<fd_set*>(words.data());
+  auto fill = [&] {
+    std::fill(words.begin(), words.end(), 0);
+    FD_SET(p[0], r);
+    FD_SET(high, r);
+  };
+  fill();
+  timeval tv{0, 0};
+  EXPECT_EQ(B().select(nfds, r, nullptr, nullptr, &tv), 1)
+      << "past the table: ignored";
+  EXPECT_TRUE(FD_ISSET(p[0], r));
+  EXPECT_TRUE(FD_ISSET(high, r)) << "nor written";
+  ASSERT_EQ(B().dup2(p[0], high), high);
+  EXPECT_GT(KernelTableSize(), high);
+  fill();
+  EXPECT_EQ(B().select(nfds, r, nullptr, nullptr, &tv), 2);
+  EXPECT_TRUE(FD_ISSET(p[0], r));
+  EXPECT_TRUE(FD_ISSET(high, r));
+  ASSERT_EQ(B().close(high), 0);
+  fill();
+  EXPECT_ERRNO(B().select(nfds, r, nullptr, nullptr, &tv), EBADF);
+  EXPECT_TRUE(FD_ISSET(high, r)) << "the sets are left alone on an error";
 }
 
 UEPOLL_INSTANTIATE_BACKENDS(Select);
