@@ -16,21 +16,6 @@
 
 namespace uepoll_test {
 
-// TSan runs a signal handler only when the thread leaves the intercepted
-// call, and the kernel restarts a read() under SA_RESTART without leaving
-// it: a test that waits for the handler of a restarted read cannot run.
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kTsan = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-inline constexpr bool kTsan = true;
-#else
-inline constexpr bool kTsan = false;
-#endif
-#else
-inline constexpr bool kTsan = false;
-#endif
-
 inline std::atomic<int> g_signals{0};
 
 // Declared after a Waiter: if a failed assertion leaves the waiter blocked,

@@ -43,6 +43,22 @@
 
 namespace uepoll_test {
 
+// ThreadSanitizer runs a signal handler only when the thread leaves the
+// intercepted call, and the kernel restarts a call under SA_RESTART
+// without leaving it: a test that waits for the handler of a call that
+// sleeps on cannot run under it.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kTsan = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool kTsan = true;
+#else
+inline constexpr bool kTsan = false;
+#endif
+#else
+inline constexpr bool kTsan = false;
+#endif
+
 inline constexpr std::chrono::seconds kDeadline{10};
 // Timeout (ms) for every wait a helper thread makes.
 inline constexpr int kWaitMs = 10000;
