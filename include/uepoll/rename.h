@@ -15,6 +15,7 @@
  *   at every call in C, and in C++ only at libc's number of arguments:
  *     read write close dup dup2 pipe poll fcntl close_range fstat pread
  *     pwrite getsockopt setsockopt getsockname getpeername sendfile splice
+ *     lseek fsync fdatasync
  *   in C only (common member names in C++):
  *     shutdown send recv select ioctl
  *
@@ -161,6 +162,9 @@ static inline int uepoll_rename_socketpair(int domain, int type, int protocol,
 #define sendfile(out, in, offset, count) uepoll_sendfile(out, in, offset, count)
 #define splice(in, off_in, out, off_out, len, flags) \
   uepoll_splice(in, off_in, out, off_out, len, flags)
+#define lseek(fd, offset, whence) uepoll_lseek(fd, offset, whence)
+#define fsync(fd) uepoll_fsync(fd)
+#define fdatasync(fd) uepoll_fdatasync(fd)
 
 #else /* C++: rename by the number of arguments */
 
@@ -210,6 +214,9 @@ static inline int uepoll_rename_socketpair(int domain, int type, int protocol,
 #define UEPOLL_RENAME_getpeername_3 ~, uepoll_getpeername,
 #define UEPOLL_RENAME_sendfile_4 ~, uepoll_sendfile,
 #define UEPOLL_RENAME_splice_6 ~, uepoll_splice,
+#define UEPOLL_RENAME_lseek_3 ~, uepoll_lseek,
+#define UEPOLL_RENAME_fsync_1 ~, uepoll_fsync,
+#define UEPOLL_RENAME_fdatasync_1 ~, uepoll_fdatasync,
 
 #define read(...) UEPOLL_RENAME_PICK(read, __VA_ARGS__)
 #define write(...) UEPOLL_RENAME_PICK(write, __VA_ARGS__)
@@ -229,6 +236,9 @@ static inline int uepoll_rename_socketpair(int domain, int type, int protocol,
 #define getpeername(...) UEPOLL_RENAME_PICK(getpeername, __VA_ARGS__)
 #define sendfile(...) UEPOLL_RENAME_PICK(sendfile, __VA_ARGS__)
 #define splice(...) UEPOLL_RENAME_PICK(splice, __VA_ARGS__)
+#define lseek(...) UEPOLL_RENAME_PICK(lseek, __VA_ARGS__)
+#define fsync(...) UEPOLL_RENAME_PICK(fsync, __VA_ARGS__)
+#define fdatasync(...) UEPOLL_RENAME_PICK(fdatasync, __VA_ARGS__)
 
 #endif /* __cplusplus */
 

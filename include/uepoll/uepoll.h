@@ -217,6 +217,13 @@ UEPOLL_API int uepoll_dup2(int oldfd, int newfd);
 UEPOLL_API int uepoll_dup3(int oldfd, int newfd, int flags);
 UEPOLL_API int uepoll_fcntl(int fd, int cmd, ...);
 UEPOLL_API int uepoll_poll(struct pollfd *fds, nfds_t nfds, int timeout);
+/* lseek, fsync and fdatasync answer as the kernel does for the file each
+ * object stands for: a pipe or a socket cannot seek (ESPIPE), an eventfd,
+ * timerfd, instance or user object is at position 0 and stays there, and
+ * none can be synced (EINVAL). */
+UEPOLL_API off_t uepoll_lseek(int fd, off_t offset, int whence);
+UEPOLL_API int uepoll_fsync(int fd);
+UEPOLL_API int uepoll_fdatasync(int fd);
 
 /* Signal handlers that call uepoll (uepoll extension). uepoll's locks are
  * user-space locks, so a handler that interrupts a thread inside uepoll and

@@ -41,6 +41,9 @@
   X(dup3)                    \
   X(fcntl)                   \
   X(shutdown)                \
+  X(lseek)                   \
+  X(fsync)                   \
+  X(fdatasync)               \
   X(open)                    \
   X(pipe)                    \
   X(pipe2)                   \

@@ -90,6 +90,11 @@ inline int Fcntl(int fd, int cmd, unsigned long arg) {
   return UEPOLL_SYS(fcntl, fd, cmd, arg);
 }
 inline int Shutdown(int fd, int how) { return UEPOLL_SYS(shutdown, fd, how); }
+inline off_t Lseek(int fd, off_t off, int whence) {
+  return UEPOLL_SYS(lseek, fd, off, whence);
+}
+inline int Fsync(int fd) { return UEPOLL_SYS(fsync, fd); }
+inline int Fdatasync(int fd) { return UEPOLL_SYS(fdatasync, fd); }
 inline int Open(const char* path, int flags) {
   return UEPOLL_SYS(open, path, flags);
 }

@@ -79,6 +79,36 @@ int uepoll_shutdown(int sockfd, int how) {
   return ToErrno(f->Shutdown(how));
 }
 
+// ksys_lseek: whence is checked first, then the file's llseek. Pipes and
+// sockets have none (ESPIPE); the other kinds stand for anonymous-inode
+// files, whose noop_llseek answers the position, which never moves from 0.
+off_t uepoll_lseek(int fd, off_t offset, int whence) {
+  FileBorrow f = FdTable::Get().Borrow(fd);
+  if (!f) return sys::Lseek(fd, offset, whence);
+  constexpr unsigned kSeekMax = 4;  // SEEK_HOLE
+  if (static_cast<unsigned>(whence) > kSeekMax) return ToErrno<off_t>(-EINVAL);
+  switch (f->kind()) {
+    case uepoll::impl::FileKind::kPipe:
+    case uepoll::impl::FileKind::kSocket:
+      return ToErrno<off_t>(-ESPIPE);
+    default:
+      return 0;
+  }
+}
+
+// do_fsync: no uepoll kind has an fsync operation.
+int uepoll_fsync(int fd) {
+  FileBorrow f = FdTable::Get().Borrow(fd);
+  if (!f) return sys::Fsync(fd);
+  return ToErrno(-EINVAL);
+}
+
+int uepoll_fdatasync(int fd) {
+  FileBorrow f = FdTable::Get().Borrow(fd);
+  if (!f) return sys::Fdatasync(fd);
+  return ToErrno(-EINVAL);
+}
+
 ssize_t uepoll_read(int fd, void* buf, size_t count) {
   FileBorrow f = FdTable::Get().Borrow(fd);
   if (!f) return sys::Read(fd, buf, count);

@@ -32,8 +32,11 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <termios.h>
+#include <unistd.h>
 
 /* ---- libc's definitions --------------------------------------------- */
 
@@ -420,6 +423,40 @@ EXPORT ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {
 }
 EXPORT ssize_t pwrite64(int fd, const void *buf, size_t count, off64_t offset) {
   return uepoll_pwrite(fd, buf, count, offset);
+}
+EXPORT off_t lseek(int fd, off_t offset, int whence) {
+  return uepoll_lseek(fd, offset, whence);
+}
+EXPORT off64_t lseek64(int fd, off64_t offset, int whence) {
+  return uepoll_lseek(fd, offset, whence);
+}
+EXPORT int fsync(int fd) { return uepoll_fsync(fd); }
+EXPORT int fdatasync(int fd) { return uepoll_fdatasync(fd); }
+/* glibc's isatty is its tcgetattr, whose TCGETS ioctl is a system call of
+ * its own that the interposed ioctl never sees: on a uepoll number it
+ * would reach the placeholder (EBADF). uepoll's ioctl answers it as the
+ * kernel does for the object's kind (none is a terminal). */
+static int Tcgets(int fd) {
+  struct termios t; /* larger than the kernel's, which TCGETS fills */
+  return uepoll_ioctl(fd, TCGETS, &t);
+}
+EXPORT int isatty(int fd) { return Tcgets(fd) == 0; }
+static int (*g_tcgetattr)(int, struct termios *);
+static pthread_once_t g_tcgetattr_once = PTHREAD_ONCE_INIT;
+static void ResolveTcgetattr(void) {
+  int saved_errno = errno;
+  void *p = dlsym(RTLD_NEXT, "tcgetattr");
+  memcpy(&g_tcgetattr, &p, sizeof p); /* POSIX's dlsym contract */
+  errno = saved_errno;
+}
+EXPORT int tcgetattr(int fd, struct termios *t) {
+  if (uepoll_is_uepoll_fd(fd)) return Tcgets(fd) == 0 ? 0 : -1;
+  pthread_once(&g_tcgetattr_once, ResolveTcgetattr);
+  if (!g_tcgetattr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return g_tcgetattr(fd, t);
 }
 
 /* ---- fortified entry points -------------------------------------------

@@ -217,6 +217,12 @@ static long Dispatch(long n, long a0, long a1, long a2, long a3, long a4,
       return Vectored2(1, a0, a1, a2, a3, a5);
     case SYS_pread64:
       return uepoll_pread((int)a0, (void *)a1, (size_t)a2, (off_t)a3);
+    case SYS_lseek:
+      return uepoll_lseek((int)a0, (off_t)a1, (int)a2);
+    case SYS_fsync:
+      return uepoll_fsync((int)a0);
+    case SYS_fdatasync:
+      return uepoll_fdatasync((int)a0);
     case SYS_pwrite64:
       return uepoll_pwrite((int)a0, (const void *)a1, (size_t)a2, (off_t)a3);
 

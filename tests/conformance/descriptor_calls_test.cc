@@ -400,6 +400,48 @@ TEST_P(DescriptorCalls, names__an_unnamed_family_and_the_kernels_lengths) {
   }
 }
 
+// lseek, fsync and fdatasync as the kernel answers them for each kind:
+// pipes and sockets cannot seek, the anonymous-inode files stay at 0
+// whatever is asked, nothing syncs; an unknown whence is EINVAL first.
+TEST_P(DescriptorCalls, lseek_fsync__as_the_kernel_for_each_kind) {
+  int p[2], sv[2];
+  Pipe(p, O_NONBLOCK);
+  SocketPair(sv);
+  int e = Eventfd();
+  int ep = Epoll();
+  int t = Track(B().timerfd_create(CLOCK_MONOTONIC, 0));
+  ASSERT_GE(t, 0);
+  for (int fd : {p[0], p[1], sv[0]}) {
+    SCOPED_TRACE(fd);
+    EXPECT_ERRNO(B().lseek(fd, 0, SEEK_CUR), ESPIPE);
+    EXPECT_ERRNO(B().lseek(fd, 5, SEEK_SET), ESPIPE);
+    EXPECT_ERRNO(B().lseek(fd, 0, 5), EINVAL);
+    EXPECT_ERRNO(B().lseek(fd, 0, -1), EINVAL);
+  }
+  for (int fd : {e, ep, t}) {
+    SCOPED_TRACE(fd);
+    EXPECT_EQ(B().lseek(fd, 0, SEEK_CUR), 0);
+    EXPECT_EQ(B().lseek(fd, 100, SEEK_SET), 0);
+    EXPECT_EQ(B().lseek(fd, -7, SEEK_END), 0);
+    EXPECT_EQ(B().lseek(fd, 0, SEEK_CUR), 0) << "it never moved";
+    EXPECT_ERRNO(B().lseek(fd, 0, 5), EINVAL);
+  }
+  for (int fd : {p[0], p[1], sv[0], e, t}) {
+    SCOPED_TRACE(fd);
+    EXPECT_ERRNO(B().fsync(fd), EINVAL);
+    EXPECT_ERRNO(B().fdatasync(fd), EINVAL);
+  }
+  ASSERT_EQ(B().write(p[1], "ab", 2), 2);
+  char c;
+  EXPECT_EQ(B().read(p[0], &c, 1), 1);
+  EXPECT_EQ(c, 'a') << "nothing was consumed or moved";
+  int closed = Track(B().dup(p[0]));
+  ASSERT_EQ(Close(closed), 0);
+  EXPECT_ERRNO(B().lseek(closed, 0, SEEK_CUR), EBADF);
+  EXPECT_ERRNO(B().fsync(closed), EBADF);
+  EXPECT_ERRNO(B().fdatasync(closed), EBADF);
+}
+
 UEPOLL_INSTANTIATE_BACKENDS(DescriptorCalls);
 
 }  // namespace

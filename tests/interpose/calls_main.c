@@ -12,6 +12,9 @@
  *   - libuv's uv__close: syscall(SYS_close), and other descriptor system
  *     calls through syscall(); a call uepoll does not own, with its errno;
  *   - closefrom and close_range;
+ *   - Python's io.open and C's stdio on a descriptor: isatty, tcgetattr,
+ *     lseek (is it seekable?) and fsync on a pipe, a socket and an
+ *     eventfd, by name and through syscall();
  *   - a number whose object was closed behind the library's back (glibc's
  *     own close, as fclose of an fdopen'ed number does): the next open()
  *     gets that number, a write lands in the file, and the pipe's reader
@@ -46,6 +49,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -213,6 +217,36 @@ static void RawSyscalls(void) {
   CHECK(close(efd) == 0);
 }
 
+static void SeekAndTty(void) {
+  int p[2], sv[2];
+  CHECK(pipe(p) == 0);
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  int e = eventfd(0, 0);
+  CHECK(e >= 0);
+  CHECK_OWNER(p[0]);
+  CHECK_OWNER(e);
+  struct termios t;
+  for (int i = 0; i < 3; ++i) {
+    int fd = i == 0 ? p[0] : i == 1 ? sv[0] : e;
+    errno = 0;
+    CHECK(isatty(fd) == 0 && errno == ENOTTY);
+    CHECK(tcgetattr(fd, &t) == -1 && errno == ENOTTY);
+    CHECK(fsync(fd) == -1 && errno == EINVAL);
+    CHECK(fdatasync(fd) == -1 && errno == EINVAL);
+    CHECK(syscall(SYS_fsync, fd) == -1 && errno == EINVAL);
+  }
+  CHECK(lseek(p[0], 0, SEEK_CUR) == -1 && errno == ESPIPE);
+  CHECK(lseek64(sv[0], 0, SEEK_CUR) == -1 && errno == ESPIPE);
+  CHECK(syscall(SYS_lseek, p[1], 0, SEEK_SET) == -1 && errno == ESPIPE);
+  CHECK(lseek(e, 10, SEEK_SET) == 0);
+  CHECK(lseek(e, 0, 99) == -1 && errno == EINVAL);
+  for (int i = 0; i < 2; ++i) {
+    close(p[i]);
+    close(sv[i]);
+  }
+  close(e);
+}
+
 static void CloseRanges(void) {
   int p[2];
   CHECK(pipe(p) == 0);
@@ -349,6 +383,7 @@ int main(int argc, char **argv) {
   Sendfile();
   Channel();
   RawSyscalls();
+  SeekAndTty();
   CloseRanges();
   StaleNumber();
   SelfPipeHandler();

@@ -170,6 +170,10 @@ int main(void) {
           ss.ss_family == AF_UNIX);
     char b2[4];
     CHECK(pread(q[0], b2, 1, 0) == -1 && errno == ESPIPE);
+    CHECK(lseek(q[0], 0, SEEK_CUR) == -1 && errno == ESPIPE);
+    CHECK(lseek(e, 0, SEEK_CUR) == 0);
+    CHECK(fsync(s[0]) == -1 && errno == EINVAL);
+    CHECK(fdatasync(e) == -1 && errno == EINVAL);
   }
 
   CHECK(shutdown(s[1], SHUT_WR) == 0);

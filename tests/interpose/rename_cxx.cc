@@ -91,6 +91,8 @@ int main() {
   CHECK(::poll(&pfd, 1, 0) == 0);
   struct stat st;
   CHECK(fstat(p[0], &st) == 0 && S_ISFIFO(st.st_mode));
+  CHECK(lseek(p[0], 0, SEEK_CUR) == -1 && errno == ESPIPE);
+  CHECK(fsync(p[1]) == -1 && errno == EINVAL);
   int sv[2];
   CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
   int type = 0;

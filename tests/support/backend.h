@@ -87,6 +87,9 @@ struct Backend {
                     unsigned int flags);
   int (*close_range)(unsigned int first, unsigned int last, int flags);
   ssize_t (*pread)(int fd, void* buf, size_t n, off_t off);
+  off_t (*lseek)(int fd, off_t off, int whence);
+  int (*fsync)(int fd);
+  int (*fdatasync)(int fd);
 };
 
 const Backend& KernelBackend();
