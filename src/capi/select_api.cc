@@ -25,8 +25,9 @@
 // slots its descriptor table has; a bit beyond is never read, so a caller
 // may pass an nfds far beyond its sets (select(getdtablesize(), ...) with
 // FD_SETSIZE sets). uepoll's numbers are the kernel's (the disjoint ones
-// are beyond select's reach: uepoll.h), so it reads and writes the same
-// bits, no more (KernelSetBits).
+// are beyond select's reach: uepoll.h), so it writes the same bits, no
+// more, and reads no more than nfds within one fd_set or the kernel's bits
+// beyond (KernelSetBits, KeepBitsPastTheTable).
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -154,16 +155,37 @@ int LearnKernelSetBits(int floor, int nfds) {
   return nfds;
 }
 
-// min(nfds, max_fds), the bits of each set the kernel would read, for
-// nfds > 0; or -errno (ENOMEM) if it could not be learned.
+// The bits of each set to read, for nfds > 0, or -errno (ENOMEM) if they
+// could not be learned: nfds itself when it is within one fd_set (the
+// sets are the caller's fd_sets, which hold FD_SETSIZE bits; a bit past
+// the table is then read but comes back as it was: KeepBitsPastTheTable),
+// else min(nfds, max_fds), what the kernel reads.
 int KernelSetBits(int nfds) {
   int floor = g_table_floor.load(std::memory_order_relaxed);
-  if (nfds <= floor) return nfds;
+  if (nfds <= floor || nfds <= FD_SETSIZE) return nfds;
   // The questions fail EBADF on the way: errno is the caller's.
   int saved = errno;
   int n = LearnKernelSetBits(floor, nfds);
   errno = saved;
   return n;
+}
+
+// A bit the kernel never wrote back, because it lies past the table, is
+// left as the caller set it. Such a number is never open, so only the
+// entries that poll found not open (kept as -2 - fd) are asked about; one
+// closed since the kernel checked the sets lies within the table.
+void KeepBitsPastTheTable(Word* const user[3], Word* const in[3],
+                          const pollfd* fds, size_t m) {
+  int saved = errno;
+  for (size_t i = 0; i < m; ++i) {
+    if (fds[i].fd > -2) continue;
+    int fd = -2 - fds[i].fd;
+    if (WithinKernelTable(fd) != 0) continue;
+    for (int s = 0; s < 3; ++s) {
+      if (user[s] && Bit(in[s], fd)) SetBit(user[s], fd);
+    }
+  }
+  errno = saved;
 }
 
 // Scratch for one call: the three input sets (copied, as get_fd_set does),
@@ -288,20 +310,26 @@ int Select(int n, fd_set* rset, fd_set* wset, fd_set* eset,
           ++count;
         }
       }
-      // Nothing select reports: skip it from now on (see above).
-      if (!hit) p.fd = -1;
+      // Nothing select reports: skip it from now on (see above); a kernel
+      // number that is not open is kept as -2 - fd for the write-back.
+      if (!hit) {
+        bool gone = (p.revents & POLLNVAL) && !FdTable::Get().IsOpen(p.fd);
+        p.fd = gone ? -2 - p.fd : -1;
+      }
     }
     if (count || r == 0) {
       // 3. A result (or the timeout: every set comes back empty).
       for (int s = 0; s < 3; ++s) {
         if (user[s]) std::memcpy(user[s], kern[s], nwords * sizeof(Word));
       }
+      KeepBitsPastTheTable(user, in, fds, m);
       return count;
     }
     if (deadline.Expired()) {
       for (int s = 0; s < 3; ++s) {
         if (user[s]) std::memset(user[s], 0, nwords * sizeof(Word));
       }
+      KeepBitsPastTheTable(user, in, fds, m);
       return 0;
     }
   }
