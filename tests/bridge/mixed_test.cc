@@ -70,8 +70,13 @@ TEST_P(BridgeMixed, BlockedWaitWakesOnEitherKind) {
   const Backend* b = &B();
   for (bool kernel : {true, false, true}) {
     SCOPED_TRACE(kernel ? "kernel" : "backend's own");
-    Waiter w(
-        [b, ep](epoll_event* ev) { return b->epoll_wait(ep, ev, 4, kWaitMs); });
+    // The wait's own timeout lies well past WaitDone's deadline: a wait that
+    // missed its wakeup and ended at a timeout as long as that deadline
+    // would still report the event (the final check after a timeout), and
+    // pass or fail by which of two 10 s timers came first.
+    Waiter w([b, ep](epoll_event* ev) {
+      return b->epoll_wait(ep, ev, 4, 3 * kWaitMs);
+    });
     ASSERT_TRUE(w.Parked());
     std::thread writer([&] {
       if (kernel) {
