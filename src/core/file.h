@@ -44,7 +44,11 @@ struct InodeIdentity;
 class File {
  public:
   UEPOLL_ALLOCATED_CLASS
-  File(FileKind kind, uint32_t f_flags) : kind_(kind), f_flags_(f_flags) {
+  File(FileKind kind, uint32_t f_flags)
+      : kind_(kind),
+        poll_is_a_load_(kind == FileKind::kEventfd ||
+                        kind == FileKind::kTimerfd),
+        f_flags_(f_flags) {
     Live::Inc(Live::files);
   }
   virtual ~File();
@@ -77,6 +81,20 @@ class File {
   virtual uint32_t Poll(int depth = 0) = 0;
   // The queue watchers hook into (poll_wait()).
   virtual WaitQueue& PollQueue() = 0;
+  // Whether Poll() is at present one atomic load that takes no lock: an
+  // eventfd's always, a timerfd's unless it is armed with
+  // TFD_TIMER_CANCEL_ON_SET (its poll then takes its lock and reads the
+  // clock's steps). A harvest may then poll the file by PollNoLock() with
+  // its instance's lock_ held (epoll/wait.cc, the head harvest).
+  bool poll_is_a_load() const {
+    return poll_is_a_load_.load(std::memory_order_relaxed);
+  }
+  // Poll() by that one load, for a caller that found poll_is_a_load() true
+  // and holds a lock that the kind's own locks may not nest inside: it
+  // takes no lock even if poll_is_a_load() changed since, and answers as
+  // Poll() would have before that change. A kind that sets the flag
+  // overrides it.
+  virtual uint32_t PollNoLock() { return 0; }
 
   virtual ssize_t Read(void* buf, size_t count);
   virtual ssize_t Write(const void* buf, size_t count);
@@ -205,10 +223,15 @@ class File {
   // delete this. Epoll instances defer the free to their own refcount.
   virtual void Release() { delete this; }
 
+  void set_poll_is_a_load(bool v) {
+    poll_is_a_load_.store(v, std::memory_order_relaxed);
+  }
+
  private:
   void LastClose();
 
   const FileKind kind_;
+  std::atomic<bool> poll_is_a_load_;  // see poll_is_a_load()
   std::atomic<long> refs_{1};
   std::atomic<uint32_t> f_flags_;
   std::atomic<bool> many_numbers_{false};

@@ -423,12 +423,14 @@ class Eventpoll final : public File {
   // clears queued, polls, reports into events[*res] and stamps it, and
   // re-queues it on requeue if level-triggered. False (nothing changed
   // but queued) when it is ready and events is NULL: the copy-out faults.
+  // under_lock: called with lock_ held (HarvestHeadLocked) for an item
+  // whose poll is a load; its polls are then PollNoLock().
   bool HarvestItem(EpItem* epi, epoll_event* events, int* res, uint16_t mark,
-                   uint16_t skip, ListNode* requeue, int* nrequeue)
-      REQUIRES(mtx_);
+                   uint16_t skip, ListNode* requeue, int* nrequeue,
+                   bool under_lock) REQUIRES(mtx_);
   // The first part of a harvest, under one hold of lock_: the items at the
-  // head of rdllist_ whose poll takes no lock (eventfds) are harvested
-  // without a scan. Returns true if that finished the harvest (the
+  // head of rdllist_ whose poll takes no lock (File::poll_is_a_load) are
+  // harvested without a scan. Returns true if that finished the harvest (the
   // re-queued items are back on rdllist_); else starts the scan of the
   // rest (StartScanLocked into txlist, *ntx) for SendUepollEvents.
   bool HarvestHeadLocked(epoll_event* events, int maxevents, int* res,
@@ -442,7 +444,8 @@ class Eventpoll final : public File {
   // nready_ counting the rest already), avail_, and the hand-off.
   void FinishHarvestLocked(ListNode* requeue, int nrequeue)
       REQUIRES(mtx_, lock_);
-  uint32_t ItemPoll(EpItem* epi, int depth) REQUIRES(mtx_);
+  uint32_t ItemPoll(EpItem* epi, int depth, bool under_lock = false)
+      REQUIRES(mtx_);
   // Link a ready item (ADD/MOD found it ready) and wake. Returns whether
   // the watchers of this instance must be woken (outside lock_).
   bool LinkReady(EpItem* epi) EXCLUDES(lock_);

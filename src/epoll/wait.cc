@@ -104,18 +104,21 @@ class Eventpoll::WaiterGuard {
 };
 
 namespace {
-// An eventfd's poll is one atomic load: it takes no lock and costs next to
-// nothing, so it may run under lock_, or twice.
-bool PollIsALoad(const File* f) { return f->kind() == FileKind::kEventfd; }
+// An eventfd's poll, and a timerfd's without cancel-on-set, is one atomic
+// load (File::poll_is_a_load): it takes no lock and costs next to nothing,
+// so it may run under lock_ (by PollNoLock), or twice.
+bool PollIsALoad(const File* f) { return f->poll_is_a_load(); }
 }  // namespace
 
-uint32_t Eventpoll::ItemPoll(EpItem* epi, int depth) {
-  return epi->file->Poll(depth) & epi->events.load(std::memory_order_relaxed);
+uint32_t Eventpoll::ItemPoll(EpItem* epi, int depth, bool under_lock) {
+  File* f = epi->file;
+  uint32_t mask = under_lock ? f->PollNoLock() : f->Poll(depth);
+  return mask & epi->events.load(std::memory_order_relaxed);
 }
 
 bool Eventpoll::HarvestItem(EpItem* epi, epoll_event* events, int* res,
                             uint16_t mark, uint16_t skip, ListNode* requeue,
-                            int* nrequeue) {
+                            int* nrequeue, bool under_lock) {
   uint32_t ev = epi->events.load(std::memory_order_relaxed);
   const bool lt = !(ev & (EPOLLET | EPOLLONESHOT));
   uint32_t revents = 0;
@@ -138,8 +141,8 @@ bool Eventpoll::HarvestItem(EpItem* epi, epoll_event* events, int* res,
   // behind is never read before the MOD that re-arms it clears it
   // (Modify). An idle one is polled twice so; only where a poll is one
   // load.
-  if ((lt || (ev & EPOLLONESHOT)) && PollIsALoad(epi->file)) {
-    revents = ItemPoll(epi, 1);
+  if ((lt || (ev & EPOLLONESHOT)) && (under_lock || PollIsALoad(epi->file))) {
+    revents = ItemPoll(epi, 1, under_lock);
   }
   if (!revents) {
     // Before the poll (seq_cst pairs with the callback's load): a wakeup
@@ -148,7 +151,7 @@ bool Eventpoll::HarvestItem(EpItem* epi, epoll_event* events, int* res,
     // idle since its wakeup is dropped (and not re-queued, even in LT
     // mode).
     epi->queued.store(false, std::memory_order_seq_cst);
-    revents = ItemPoll(epi, 1);
+    revents = ItemPoll(epi, 1, under_lock);
     if (!revents) return true;
   }
   if (!events) return false;
@@ -177,11 +180,11 @@ bool Eventpoll::HarvestHeadLocked(epoll_event* events, int maxevents, int* res,
                                   uint16_t mark, uint16_t skip,
                                   ListNode* requeue, int* nrequeue,
                                   ListNode* txlist, int* ntx) {
-  // An eventfd's poll takes no lock, so it may run under lock_ (the lock
-  // order is a source's queue lock, then lock_; a poll that takes its
-  // source's lock must not run here). While we hold lock_,
-  // a callback either sees its item queued (and leaves it to this poll,
-  // as during a scan) or waits for lock_ and links the item behind what
+  // An eventfd's poll, and a plain timerfd's, takes no lock, so it may run
+  // under lock_ (the lock order is a source's queue lock, then lock_; a
+  // poll that takes its source's lock must not run here: PollNoLock). While we
+  // hold lock_, a callback either sees its item queued (and leaves it to this
+  // poll, as during a scan) or waits for lock_ and links the item behind what
   // this harvest leaves: the order of a wakeup that came just after it.
   // No scan is started, so no callback chains on ovflist_, and the
   // harvest takes lock_ once instead of twice. At most kHeadItems items
@@ -199,7 +202,8 @@ bool Eventpoll::HarvestHeadLocked(epoll_event* events, int maxevents, int* res,
     if (!PollIsALoad(epi->file)) break;
     epi->rdllink.Unlink();
     --nready_;
-    bool copied = HarvestItem(epi, events, res, mark, skip, requeue, nrequeue);
+    bool copied =
+        HarvestItem(epi, events, res, mark, skip, requeue, nrequeue, true);
     assert(copied);
     (void)copied;
   }
@@ -233,7 +237,8 @@ int Eventpoll::SendUepollEvents(epoll_event* events, int maxevents,
       EpItem* epi = UEPOLL_CONTAINER_OF(txlist.next, EpItem, rdllink);
       epi->rdllink.Unlink();
       --ntx;
-      if (!HarvestItem(epi, events, &res, mark, skip, &requeue, &nrequeue)) {
+      if (!HarvestItem(epi, events, &res, mark, skip, &requeue, &nrequeue,
+                       false)) {
         // The kernel faults on the copy-out: the item goes back, and
         // EFAULT is returned only if nothing was delivered (always, for
         // NULL).

@@ -32,6 +32,8 @@ class EventFd final : public File {
   EventFd(uint64_t initval, int flags);
 
   uint32_t Poll(int depth) override;
+  // Its poll is always one load (count_).
+  uint32_t PollNoLock() override { return Poll(0); }
   WaitQueue& PollQueue() override { return wq_; }
   ssize_t Read(void* buf, size_t count) override;
   ssize_t Write(const void* buf, size_t count) override;

@@ -156,6 +156,9 @@ void TimerFd::SetupCancelLocked(int flags) {
     clock_was_set_ = false;
   }
   might_cancel_.store(want, std::memory_order_relaxed);
+  // A cancel-on-set poll takes wq_.lock_ and reads the clock's steps (a
+  // system call): never under an instance's lock_.
+  set_poll_is_a_load(!want);
 }
 
 void TimerFd::SyncClockSetLocked() {
@@ -186,7 +189,13 @@ uint32_t TimerFd::Poll(int) {
     MutexLock l(wq_.lock());
     SyncClockSetLocked();
   }
-  // timerfd reports EPOLLIN alone (no RDNORM).
+  return PollNoLock();
+}
+
+uint32_t TimerFd::PollNoLock() {
+  // timerfd reports EPOLLIN alone (no RDNORM). Called while the timer asks
+  // for cancel-on-set only by a harvest that found it not asking a moment
+  // before: the steps are then seen as by a poll before that settime.
   return ticks_.load(std::memory_order_seq_cst) ? uint32_t{EPOLLIN} : 0u;
 }
 

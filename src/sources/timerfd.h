@@ -45,6 +45,8 @@ class TimerFd final : public File {
   TimerFd(int clockid, int flags, unsigned bases);
 
   uint32_t Poll(int depth) override;
+  // The poll of a timer without TFD_TIMER_CANCEL_ON_SET: ticks_ alone.
+  uint32_t PollNoLock() override;
   WaitQueue& PollQueue() override { return wq_; }
   ssize_t Read(void* buf, size_t count) override;
   // timerfd_read is a read_iter (as on Linux 6.18): the 8 bytes may span

@@ -15,10 +15,12 @@
 #include <atomic>
 #include <chrono>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include "stress/stress.h"
+#include "stress/watchdog.h"
 #include "support/fixture.h"
 #include "timer/timer_queue.h"
 
@@ -117,6 +119,101 @@ TEST_P(StressTimer, RearmAndCloseWhileTheExpiryRuns) {
   // put back by the expiry that was running at its close).
   if (!IsKernel()) {
     EXPECT_EQ(TimerQueue::Get().armed(), 0);
+  }
+}
+
+// Absolute CLOCK_REALTIME `ns` from now, repeating every `interval_ns`.
+itimerspec RealtimeIn(long ns, long interval_ns) {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  long nsec = now.tv_nsec + ns;
+  itimerspec v{};
+  v.it_value.tv_sec = now.tv_sec + nsec / 1000000000;
+  v.it_value.tv_nsec = nsec % 1000000000;
+  v.it_interval.tv_nsec = interval_ns;
+  return v;
+}
+
+// A harvest polls a timer with its instance's lock held only while the
+// timer's poll is one load, that is while it is not armed with
+// TFD_TIMER_CANCEL_ON_SET (File::poll_is_a_load): a cancel-on-set timer's
+// poll takes the timer's lock, and an expiry holds that lock while it takes
+// the instance's to queue the item. Here settime flips the flag on timers
+// that keep expiring while a thread harvests them: a poll that took the
+// timer's lock under the instance's deadlocks (the watchdog aborts), and
+// ThreadSanitizer reports the inversion even when the threads miss it.
+// After the flipping, each timer still reaches the instance when it
+// expires.
+TEST_P(StressTimer, HarvestWhileCancelOnSetFlips) {
+  constexpr int kTimers = 4;
+  constexpr long kIterations = 20000;
+  const uint64_t seed = StressSeed("HarvestWhileCancelOnSetFlips");
+  const Backend* b = &B();
+  Watchdog dog("HarvestWhileCancelOnSetFlips", std::chrono::seconds(60));
+  Budget budget(kIterations, 2.0);
+  ErrnoTally bad;
+  int ep = Epoll();
+  int fds[kTimers];
+  for (int i = 0; i < kTimers; ++i) {
+    fds[i] = Track(b->timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK));
+    ASSERT_GE(fds[i], 0);
+    // Level-triggered and edge-triggered: both reach the head harvest.
+    ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, fds[i],
+                  EPOLLIN | (i & 1 ? uint32_t{EPOLLET} : 0u),
+                  static_cast<uint64_t>(i)),
+              0);
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<long> reported{0};
+  std::thread harvester([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      epoll_event evs[kTimers];
+      int n = b->epoll_wait(ep, evs, kTimers, 1);
+      bad.Check(n, errno, 0, {EINTR});
+      for (int i = 0; i < n; ++i) {
+        uint64_t ticks;
+        // EAGAIN: a settime since cleared the ticks. ECANCELED: the wall
+        // clock was set meanwhile.
+        long r = b->read(fds[evs[i].data.u64], &ticks, sizeof ticks);
+        bad.Check(r, errno, 1, {EAGAIN, ECANCELED});
+      }
+      if (n > 0) reported.fetch_add(n, std::memory_order_relaxed);
+    }
+  });
+  std::mt19937_64 rng(seed);
+  while (budget.Take()) {
+    int fd = fds[rng() % kTimers];
+    int flags =
+        TFD_TIMER_ABSTIME | ((rng() & 1) ? int{TFD_TIMER_CANCEL_ON_SET} : 0);
+    itimerspec v = RealtimeIn(static_cast<long>(rng() % 50000), 20000);
+    int r = b->timerfd_settime(fd, flags, &v, nullptr);
+    bad.Check(r, errno, 2, {});
+  }
+  stop.store(true);
+  harvester.join();
+  ReportBudget("HarvestWhileCancelOnSetFlips", budget, kIterations);
+  EXPECT_EQ(bad.bad(), 0) << "op " << bad.last_op() << ": "
+                          << strerror(bad.last_errno());
+  EXPECT_GT(reported.load(), 0);
+  // Each timer, armed once more (half of them cancel-on-set), is reported
+  // when it expires.
+  std::set<uint64_t> seen;
+  for (int i = 0; i < kTimers; ++i) {
+    itimerspec once = RealtimeIn(1000000, 0);
+    int flags = TFD_TIMER_ABSTIME | (i & 2 ? int{TFD_TIMER_CANCEL_ON_SET} : 0);
+    ASSERT_EQ(b->timerfd_settime(fds[i], flags, &once, nullptr), 0);
+  }
+  while (seen.size() < kTimers) {
+    epoll_event evs[kTimers];
+    int n = b->epoll_wait(ep, evs, kTimers, kLongWaitMs);
+    ASSERT_GT(n, 0) << "timers reported: " << seen.size() << " of " << kTimers;
+    for (int i = 0; i < n; ++i) {
+      uint64_t ticks = 0;
+      if (b->read(fds[evs[i].data.u64], &ticks, sizeof ticks) == 8) {
+        EXPECT_EQ(ticks, 1u);
+        seen.insert(evs[i].data.u64);
+      }
+    }
   }
 }
 
