@@ -149,7 +149,7 @@ TEST_P(StressTimer, HarvestWhileCancelOnSetFlips) {
   constexpr long kIterations = 20000;
   const uint64_t seed = StressSeed("HarvestWhileCancelOnSetFlips");
   const Backend* b = &B();
-  Watchdog dog("HarvestWhileCancelOnSetFlips", std::chrono::seconds(60));
+  Watchdog dog("HarvestWhileCancelOnSetFlips");
   Budget budget(kIterations, 2.0);
   ErrnoTally bad;
   int ep = Epoll();
