@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/select.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -548,6 +549,95 @@ TEST_P(Select, nfds__a_grown_table_is_read_to_its_new_end) {
   fill();
   EXPECT_ERRNO(B().select(nfds, r, nullptr, nullptr, &tv), EBADF);
   EXPECT_TRUE(FD_ISSET(high, r)) << "the sets are left alone on an error";
+}
+
+// A select past the table that sleeps until another thread writes: it
+// ends as one with a zero timeout does, the table's bits written and no
+// others.
+TEST_P(Select, nfds__beyond_the_table_a_sleeping_select_is_woken) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  const int table = KernelTableSize();
+  ASSERT_GT(table, p[1]);
+  constexpr uint64_t kPattern = 0xa5a5a5a5a5a5a5a5u;
+  const int nfds = 4 * std::max(table, FD_SETSIZE);
+  std::vector<uint64_t> words(static_cast<size_t>(nfds) / 64, kPattern);
+  std::memset(words.data(), 0, static_cast<size_t>(table) / 8);
+  auto* r = reinterpret_cast<fd_set*>(words.data());
+  FD_SET(p[0], r);
+  Waiter w([&](epoll_event*) {
+    timeval tv{kWaitMs / 1000, 0};
+    return B().select(nfds, r, nullptr, nullptr, &tv);
+  });
+  ASSERT_TRUE(w.Parked());
+  ASSERT_EQ(WriteStr(p[1], "x"), 1);
+  ASSERT_TRUE(w.WaitDone());
+  EXPECT_EQ(w.result(), 1);
+  EXPECT_TRUE(FD_ISSET(p[0], r));
+  int touched = 0;
+  for (size_t i = static_cast<size_t>(table) / 64; i < words.size(); ++i) {
+    touched += words[i] != kPattern;
+  }
+  EXPECT_EQ(touched, 0);
+}
+
+// A fork child's table has as many slots as the numbers open at the fork
+// need (the kernel's dup_fd), which may be fewer than the parent's table
+// grew to. What the parent learned of its own table does not carry over:
+// the child's select reads its sets only to its own table's end, here
+// where its sets end and its mapping with them.
+TEST_P(Select, nfds__a_fork_child_reads_only_its_own_table) {
+  int p[2];
+  Pipe(p, O_NONBLOCK);
+  ASSERT_EQ(WriteStr(p[1], "x"), 1);
+  const int table = KernelTableSize();
+  const int high = 2 * table + table / 2;
+  struct rlimit rl {};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  if (high >= static_cast<long>(rl.rlim_cur)) {
+    GTEST_SKIP() << "the table (" << table << " slots) cannot grow under "
+                 << "the limit";
+  }
+  ASSERT_EQ(B().dup2(p[0], high), high);
+  const int grown = KernelTableSize();
+  ASSERT_GT(grown, high);
+  const int nfds = 4 * std::max(grown, FD_SETSIZE);
+  std::vector<uint64_t> words(static_cast<size_t>(nfds) / 64, 0);
+  auto* set = reinterpret_cast<fd_set*>(words.data());
+  FD_SET(p[0], set);
+  timeval tv{0, 0};
+  // The parent reads its grown table (and uepoll learns its size).
+  ASSERT_EQ(B().select(nfds, set, nullptr, nullptr, &tv), 1);
+  ASSERT_EQ(B().close(high), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int own = KernelTableSize();
+    if (own <= p[0] || own >= grown) ::_exit(2);
+    const long page = ::sysconf(_SC_PAGESIZE);
+    const long len = (own / 8 + page - 1) / page * page;
+    auto* m =
+        static_cast<char*>(::mmap(nullptr, len + page, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (m == MAP_FAILED || ::mprotect(m + len, page, PROT_NONE) != 0) {
+      ::_exit(4);
+    }
+    auto* r = reinterpret_cast<fd_set*>(m + len - own / 8);
+    std::memset(r, 0, static_cast<size_t>(own) / 8);
+    FD_SET(p[0], r);
+    timeval zero{0, 0};
+    int n = B().select(nfds, r, nullptr, nullptr, &zero);
+    ::_exit(n == 1 && FD_ISSET(p[0], r) ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status))
+      << "the child's select died of signal " << WTERMSIG(status);
+  if (WEXITSTATUS(status) == 2) {
+    GTEST_SKIP() << "the child's table is not smaller than the parent's "
+                 << grown << " slots";
+  }
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: the select's result, 4: mmap";
 }
 
 UEPOLL_INSTANTIATE_BACKENDS(Select);
