@@ -17,6 +17,7 @@
 #include <uepoll/uepoll.h>
 
 #include "bridge/bridge.h"
+#include "support/scm.h"
 
 namespace uepoll_test {
 namespace {
@@ -127,27 +128,13 @@ TEST_P(BridgeCorners, InstanceInFlightKeepsItsKernelHalf) {
   Track(sv[0]);
   Track(sv[1]);
   char byte = 'x';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof cbuf;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &ep, sizeof ep);
-  ASSERT_EQ(B().sendmsg(sv[0], &msg, 0), 1);
+  OneFdMsg out(&byte, 1, ep);
+  ASSERT_EQ(B().sendmsg(sv[0], out.msg(), 0), 1);
   ASSERT_EQ(Close(ep), 0);  // the sender's last number
-  std::memset(cbuf, 0, sizeof cbuf);
-  msg.msg_controllen = sizeof cbuf;
-  ASSERT_EQ(B().recvmsg(sv[1], &msg, 0), 1);
-  c = CMSG_FIRSTHDR(&msg);
-  ASSERT_NE(c, nullptr);
-  int got;
-  std::memcpy(&got, CMSG_DATA(c), sizeof got);
+  OneFdMsg in(&byte, 1);
+  ASSERT_EQ(B().recvmsg(sv[1], in.msg(), 0), 1);
+  int got = in.ReceivedFd();
+  ASSERT_GE(got, 0);
   Track(got);
   KSignal(k1);
   EXPECT_EQ(Wait(got), (Evs{{EPOLLIN, 1}}));

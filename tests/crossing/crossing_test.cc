@@ -19,6 +19,7 @@
 #include <uepoll/uepoll.h>
 
 #include "support/fixture.h"
+#include "support/scm.h"
 #include "threads/waiter.h"
 
 namespace uepoll_test {
@@ -182,19 +183,8 @@ TEST_F(Crossing, socketpair__data_descriptors_and_shutdown) {
   ASSERT_EQ(uepoll_socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   int efd = uepoll_eventfd(5, EFD_SEMAPHORE);
   char byte = 'f';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = ctl;
-  m.msg_controllen = sizeof ctl;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &efd, sizeof efd);
-  ASSERT_EQ(uepoll_sendmsg(sv[0], &m, 0), 1);
+  OneFdMsg out(&byte, 1, efd);
+  ASSERT_EQ(uepoll_sendmsg(sv[0], out.msg(), 0), 1);
   ASSERT_EQ(uepoll_close(efd), 0);
   ASSERT_EQ(uepoll_send(sv[0], "tail", 4, 0), 4);
   ASSERT_EQ(uepoll_send(sv[1], "back", 4, 0), 4);
@@ -202,15 +192,12 @@ TEST_F(Crossing, socketpair__data_descriptors_and_shutdown) {
   ASSERT_EQ(uepoll_export_fd(sv[0]), 0);
   EXPECT_FALSE(uepoll_is_uepoll_fd(sv[1]));
   char buf[16];
-  std::memset(ctl, 0, sizeof ctl);
-  m.msg_controllen = sizeof ctl;
-  iov = {buf, sizeof buf};
+  OneFdMsg in(buf, sizeof buf);
   // The descriptor arrives with its byte, and the read stops there.
-  ASSERT_EQ(::recvmsg(sv[1], &m, 0), 1);
+  ASSERT_EQ(::recvmsg(sv[1], in.msg(), 0), 1);
   EXPECT_EQ(buf[0], 'f');
-  ASSERT_NE(CMSG_FIRSTHDR(&m), nullptr);
-  int got;
-  std::memcpy(&got, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof got);
+  int got = in.ReceivedFd();
+  ASSERT_GE(got, 0);
   EXPECT_FALSE(uepoll_is_uepoll_fd(got));
   uint64_t v = 0;
   EXPECT_EQ(::read(got, &v, sizeof v), 8);  // a semaphore: one at a time
@@ -320,23 +307,12 @@ TEST_F(Crossing, scm_rights__over_a_kernel_socket) {
   ASSERT_EQ(uepoll_pipe(p), 0);
   ASSERT_EQ(uepoll_write(p[1], "piped", 5), 5);
   char byte = 'r';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = ctl;
-  m.msg_controllen = sizeof ctl;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &p[0], sizeof(int));
-  ASSERT_EQ(uepoll_sendmsg(ks[0], &m, 0), 1);
-  std::memset(ctl, 0, sizeof ctl);
-  ASSERT_EQ(::recvmsg(ks[1], &m, 0), 1);
-  int got;
-  std::memcpy(&got, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof got);
+  OneFdMsg out(&byte, 1, p[0]);
+  ASSERT_EQ(uepoll_sendmsg(ks[0], out.msg(), 0), 1);
+  OneFdMsg in(&byte, 1);
+  ASSERT_EQ(::recvmsg(ks[1], in.msg(), 0), 1);
+  int got = in.ReceivedFd();
+  ASSERT_GE(got, 0);
   ASSERT_EQ(uepoll_close(p[0]), 0);  // a kernel descriptor now
   EXPECT_EQ(ReadN(got, 5), "piped");
   ::close(got);

@@ -27,6 +27,7 @@
 #include <uepoll/uepoll.h>
 
 #include "support/fixture.h"
+#include "support/scm.h"
 #include "threads/waiter.h"
 
 namespace uepoll_test {
@@ -99,19 +100,8 @@ TEST_F(Deviations, UnconvertibleDescriptorOverAKernelSocketIsEopnotsupp) {
   int efd = uepoll_timerfd_create(CLOCK_MONOTONIC, 0);
   ASSERT_GE(efd, 0);
   char byte = 'x';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctl;
-  msg.msg_controllen = sizeof ctl;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &efd, sizeof efd);
-  EXPECT_EQ(uepoll_sendmsg(ksv[0], &msg, 0), -1);
+  OneFdMsg msg(&byte, 1, efd);
+  EXPECT_EQ(uepoll_sendmsg(ksv[0], msg.msg(), 0), -1);
   EXPECT_EQ(errno, EOPNOTSUPP);
   EXPECT_EQ(::recv(ksv[1], &byte, 1, 0), -1);
   EXPECT_EQ(errno, EAGAIN);

@@ -32,6 +32,7 @@
 #include <uepoll/uepoll.h>
 
 #include "support/fixture.h"
+#include "support/scm.h"
 #include "threads/waiter.h"
 
 extern char** environ;
@@ -116,37 +117,16 @@ std::vector<int> SameFile(int fd) {
 // One byte with one descriptor in SCM_RIGHTS.
 ssize_t SendOneFd(int sock, int fd) {
   char byte = 'x';
-  iovec io{&byte, 1};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &io;
-  m.msg_iovlen = 1;
-  m.msg_control = cbuf;
-  m.msg_controllen = sizeof cbuf;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  return uepoll_sendmsg(sock, &m, MSG_DONTWAIT);
+  OneFdMsg m(&byte, 1, fd);
+  return uepoll_sendmsg(sock, m.msg(), MSG_DONTWAIT);
 }
 
 // The descriptor of one SCM_RIGHTS message, or -1.
 int RecvOneFd(int sock) {
   char byte = 0;
-  iovec io{&byte, 1};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &io;
-  m.msg_iovlen = 1;
-  m.msg_control = cbuf;
-  m.msg_controllen = sizeof cbuf;
-  if (uepoll_recvmsg(sock, &m, MSG_DONTWAIT) != 1) return -1;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
-  if (!c || c->cmsg_type != SCM_RIGHTS) return -1;
-  int fd;
-  std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-  return fd;
+  OneFdMsg m(&byte, 1);
+  if (uepoll_recvmsg(sock, m.msg(), MSG_DONTWAIT) != 1) return -1;
+  return m.ReceivedFd();
 }
 
 // D29 (a): a uepoll pipe's or socket's inode number comes from uepoll's own

@@ -25,6 +25,7 @@
 
 #include "stress/stress.h"
 #include "support/fixture.h"
+#include "support/scm.h"
 
 namespace uepoll_test {
 namespace {
@@ -37,38 +38,15 @@ class ScmStress : public BackendTest {
 
   // sendmsg of 8 bytes (v) and one descriptor.
   ssize_t SendFd(int sock, uint64_t v, int fd) {
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-    iovec io{&v, sizeof v};
-    msghdr m{};
-    m.msg_iov = &io;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    return B().sendmsg(sock, &m, MSG_NOSIGNAL);
+    OneFdMsg m(&v, sizeof v, fd);
+    return B().sendmsg(sock, m.msg(), MSG_NOSIGNAL);
   }
 
   // recvmsg of 8 bytes and at most one descriptor (-1 if none came).
   ssize_t RecvFd(int sock, uint64_t* v, int* fd, int flags) {
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-    iovec io{v, sizeof *v};
-    msghdr m{};
-    m.msg_iov = &io;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-    *fd = -1;
-    ssize_t r = B().recvmsg(sock, &m, flags | MSG_CMSG_CLOEXEC);
-    if (r >= 0 && m.msg_controllen >= CMSG_LEN(sizeof(int))) {
-      cmsghdr* c = CMSG_FIRSTHDR(&m);
-      if (c && c->cmsg_type == SCM_RIGHTS) {
-        std::memcpy(fd, CMSG_DATA(c), sizeof *fd);
-      }
-    }
+    OneFdMsg m(v, sizeof *v);
+    ssize_t r = B().recvmsg(sock, m.msg(), flags | MSG_CMSG_CLOEXEC);
+    *fd = r >= 0 ? m.ReceivedFd() : -1;
     return r;
   }
 
