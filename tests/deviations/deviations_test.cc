@@ -27,6 +27,7 @@
 #include <uepoll/uepoll.h>
 
 #include "support/fixture.h"
+#include "support/full_table.h"
 #include "support/scm.h"
 #include "threads/waiter.h"
 
@@ -253,14 +254,8 @@ TEST_F(Deviations, MaskedWaitWithoutKernelDescriptorsKeepsWaitSemantics) {
   bool table_full = false;
   std::thread t([&] {
     // A fresh thread has no sleep descriptors yet; use up the table first.
-    struct rlimit old {};
-    getrlimit(RLIMIT_NOFILE, &old);
-    struct rlimit low = old;
-    low.rlim_cur = 64;
-    setrlimit(RLIMIT_NOFILE, &low);
-    std::vector<int> hogs;
-    for (int fd; (fd = ::dup(0)) >= 0;) hogs.push_back(fd);
-    table_full = !hogs.empty() && errno == EMFILE;
+    FullTable full;
+    table_full = full.full();
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGUSR2);
@@ -270,8 +265,6 @@ TEST_F(Deviations, MaskedWaitWithoutKernelDescriptorsKeepsWaitSemantics) {
     interrupted = uepoll_epoll_pwait(ep, out, 1, 5000, &mask);
     interrupted_errno = errno;
     done = true;
-    for (int fd : hogs) ::close(fd);
-    setrlimit(RLIMIT_NOFILE, &old);
   });
   // The descriptor table is full, so /proc cannot tell when the thread
   // sleeps: signal it until its wait returns (a signal that lands before

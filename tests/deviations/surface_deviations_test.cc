@@ -32,6 +32,7 @@
 #include <uepoll/uepoll.h>
 
 #include "support/fixture.h"
+#include "support/full_table.h"
 #include "support/scm.h"
 #include "threads/waiter.h"
 
@@ -43,36 +44,6 @@ namespace {
 class SurfaceDeviations : public ::testing::Test {
  protected:
   void TearDown() override { ExpectNoUepollLeaks(); }
-};
-
-// No descriptor can be made while it lives: the soft RLIMIT_NOFILE is
-// lowered and every free number below it taken (gtest runs these tests
-// one at a time, on one thread).
-class FullTable {
- public:
-  FullTable() {
-    getrlimit(RLIMIT_NOFILE, &old_);
-    struct rlimit low = old_;
-    low.rlim_cur = 64;
-    setrlimit(RLIMIT_NOFILE, &low);
-    int fd;
-    while ((fd = ::dup(0)) >= 0) hogs_.push_back(fd);
-    full_ = errno == EMFILE;
-  }
-  ~FullTable() { Release(); }
-  FullTable(const FullTable&) = delete;
-  FullTable& operator=(const FullTable&) = delete;
-  bool full() const { return full_; }
-  void Release() {
-    for (int fd : hogs_) ::close(fd);
-    hogs_.clear();
-    setrlimit(RLIMIT_NOFILE, &old_);
-  }
-
- private:
-  struct rlimit old_ {};
-  std::vector<int> hogs_;
-  bool full_ = false;
 };
 
 // Installs a handler for the test and puts the old one back.
