@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cassert>
 #include <cstdint>
 
 #include "base/alloc.h"
@@ -45,10 +46,7 @@ class File {
  public:
   UEPOLL_ALLOCATED_CLASS
   File(FileKind kind, uint32_t f_flags)
-      : kind_(kind),
-        poll_is_a_load_(kind == FileKind::kEventfd ||
-                        kind == FileKind::kTimerfd),
-        f_flags_(f_flags) {
+      : kind_(kind), f_flags_(f_flags) {
     Live::Inc(Live::files);
   }
   virtual ~File();
@@ -91,10 +89,12 @@ class File {
   }
   // Poll() by that one load, for a caller that found poll_is_a_load() true
   // and holds a lock that the kind's own locks may not nest inside: it
-  // takes no lock even if poll_is_a_load() changed since, and answers as
-  // Poll() would have before that change. A kind that sets the flag
-  // overrides it.
-  virtual uint32_t PollNoLock() { return 0; }
+  // takes no lock even if poll_is_a_load() changed since. A kind that sets
+  // the flag overrides it; this one is never called.
+  virtual uint32_t PollNoLock() {
+    assert(!"a kind whose poll is a load overrides PollNoLock");
+    return 0;
+  }
 
   virtual ssize_t Read(void* buf, size_t count);
   virtual ssize_t Write(const void* buf, size_t count);
@@ -231,7 +231,7 @@ class File {
   void LastClose();
 
   const FileKind kind_;
-  std::atomic<bool> poll_is_a_load_;  // see poll_is_a_load()
+  std::atomic<bool> poll_is_a_load_{false};  // see poll_is_a_load()
   std::atomic<long> refs_{1};
   std::atomic<uint32_t> f_flags_;
   std::atomic<bool> many_numbers_{false};

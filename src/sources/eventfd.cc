@@ -21,7 +21,9 @@ constexpr uint64_t kExportedCount = kMax;
 EventFd::EventFd(uint64_t initval, int flags)
     : File(FileKind::kEventfd, O_RDWR | (flags & EFD_NONBLOCK)),
       semaphore_(flags & EFD_SEMAPHORE),
-      count_(initval) {}
+      count_(initval) {
+  set_poll_is_a_load(true);  // always: Poll() is one load of count_
+}
 
 uint32_t EventFd::Poll(int) {
   uint64_t count = count_.load(std::memory_order_seq_cst);

@@ -87,7 +87,9 @@ TimerFd::TimerFd(int clockid, int flags, unsigned bases)
       clockid_(clockid),
       bases_(bases),
       node_(&kOps, this),
-      base_(BaseFor(clockid, 0)) {}
+      base_(BaseFor(clockid, 0)) {
+  set_poll_is_a_load(true);  // until armed with cancel-on-set
+}
 
 void TimerFd::Release() {
   // hrtimer_cancel: off the queue, and no fire of it running any more.
@@ -157,8 +159,9 @@ void TimerFd::SetupCancelLocked(int flags) {
   }
   might_cancel_.store(want, std::memory_order_relaxed);
   // A cancel-on-set poll takes wq_.lock_ and reads the clock's steps (a
-  // system call): never under an instance's lock_.
-  set_poll_is_a_load(!want);
+  // system call): never under an instance's lock_. Written only when it
+  // changes: it shares the line the harvests read.
+  if (poll_is_a_load() == want) set_poll_is_a_load(!want);
 }
 
 void TimerFd::SyncClockSetLocked() {
@@ -195,7 +198,9 @@ uint32_t TimerFd::Poll(int) {
 uint32_t TimerFd::PollNoLock() {
   // timerfd reports EPOLLIN alone (no RDNORM). Called while the timer asks
   // for cancel-on-set only by a harvest that found it not asking a moment
-  // before: the steps are then seen as by a poll before that settime.
+  // before: a step of the clock is then not looked for, as by a poll of a
+  // timer without cancel-on-set; the next read, poll or settime sees it
+  // (steps are seen on demand: docs/semantics.md D21).
   return ticks_.load(std::memory_order_seq_cst) ? uint32_t{EPOLLIN} : 0u;
 }
 

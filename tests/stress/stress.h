@@ -63,6 +63,7 @@ class Budget {
  public:
   using Clock = std::chrono::steady_clock;
   Budget(long iterations, double default_seconds) : iterations_(iterations) {
+    start_ = Clock::now();
     double s = default_seconds;
     if (const char* e = std::getenv("UEPOLL_STRESS_SECONDS")) s = std::atof(e);
     cap_ = Clock::now() + std::chrono::microseconds(static_cast<long>(s * 1e6));
@@ -87,6 +88,11 @@ class Budget {
   }
   bool Done() const { return done_.load(std::memory_order_relaxed); }
   bool PastHardDeadline() const { return Clock::now() >= hard_; }
+  // From the budget's start to its hard deadline, rounded up: what a
+  // watchdog over the whole run must allow, before its own margin.
+  std::chrono::seconds span() const {
+    return std::chrono::ceil<std::chrono::seconds>(hard_ - start_);
+  }
   long used() const {
     long u = used_.load(std::memory_order_relaxed);
     return u < iterations_ ? u : iterations_;
@@ -97,7 +103,7 @@ class Budget {
   const long iterations_;
   std::atomic<long> used_{0};
   std::atomic<bool> done_{false};
-  Clock::time_point cap_, hard_;
+  Clock::time_point start_, cap_, hard_;
 };
 
 // Calls that failed with an errno outside the set a race can explain: a

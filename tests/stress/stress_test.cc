@@ -849,7 +849,9 @@ TEST_P(Stress, PollHookingBesideALoneItemNeverMissesAWrite) {
     ASSERT_EQ(b->write(efd, &one, 8), 8);
     // The item's edge: harvested now and then, so that it is both queued
     // and not when the writes come.
-    if (rng() % 4 == 0) ASSERT_GE(b->epoll_wait(ep, out, 2, 0), 0);
+    if (rng() % 4 == 0) {
+      ASSERT_GE(b->epoll_wait(ep, out, 2, 0), 0);
+    }
     // The poller's poll() ends by kLongWaitMs at the latest, so this ends.
     while (taken.load(std::memory_order_acquire) < g) {
       std::this_thread::yield();
