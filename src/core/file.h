@@ -45,8 +45,7 @@ struct InodeIdentity;
 class File {
  public:
   UEPOLL_ALLOCATED_CLASS
-  File(FileKind kind, uint32_t f_flags)
-      : kind_(kind), f_flags_(f_flags) {
+  File(FileKind kind, uint32_t f_flags) : kind_(kind), f_flags_(f_flags) {
     Live::Inc(Live::files);
   }
   virtual ~File();
