@@ -421,9 +421,12 @@ TEST_P(Stress, AddRacingAWriteNeverLosesTheEvent) {
 // for good. Each round: the item is queued and idle (reported, then read
 // to 0); this thread announces the round and harvests once with a zero
 // timeout while a writer on the other CPU spins a random while and writes
-// once; after the write, a zero-timeout wait must report the item.
+// once; after the write, a zero-timeout wait must report the item. The
+// window is a few instructions wide: with the second poll removed, about 4
+// writes in 200,000 rounds land in it, so the test runs up to 1,000,000
+// rounds (or its time cap) to catch that bug every time.
 TEST_P(Stress, IdleLtItemHarvestedRacingAWriteNeverLosesIt) {
-  constexpr long kRounds = 200000;
+  constexpr long kRounds = 1000000;
   std::mt19937_64 rng(StressSeed(Name()));
   Budget budget(kRounds, 3.0);
   const Backend* b = &B();
