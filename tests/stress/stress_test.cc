@@ -741,9 +741,10 @@ TEST_P(Stress, WritesRacingRemovalNeverReachARemovedItem) {
   stop.store(true);
   writer.join();
   ReportBudget(Name(), budget, kRounds);
-  std::printf("[stress] %s: %ld rounds (%ld by closing the instance), %ld "
-              "writes\n",
-              Name(), rounds, closes, writes.load());
+  std::printf(
+      "[stress] %s: %ld rounds (%ld by closing the instance), %ld "
+      "writes\n",
+      Name(), rounds, closes, writes.load());
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(late, 0) << "rounds whose removed registration was reported";
   EXPECT_GT(writes.load(), rounds) << "the writer did not run alongside";
