@@ -11,6 +11,7 @@
  *     epoll_pwait2 eventfd eventfd_read eventfd_write pipe2 socketpair dup3
  *     timerfd_create timerfd_settime timerfd_gettime
  *     readv writev preadv pwritev sendto recvfrom sendmsg recvmsg
+ *     sendmmsg recvmmsg fstatfs fstatvfs
  *     ppoll pselect closefrom fstatat statx
  *   at every call in C, and in C++ only at libc's number of arguments:
  *     read write close dup dup2 pipe poll fcntl close_range fstat pread
@@ -69,8 +70,10 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <uepoll/uepoll.h>
@@ -126,6 +129,9 @@ static inline int uepoll_rename_socketpair(int domain, int type, int protocol,
   uepoll_recvfrom(fd, buf, len, flags, src, srclen)
 #define sendmsg(fd, msg, flags) uepoll_sendmsg(fd, msg, flags)
 #define recvmsg(fd, msg, flags) uepoll_recvmsg(fd, msg, flags)
+#define sendmmsg(fd, vec, vlen, flags) uepoll_sendmmsg(fd, vec, vlen, flags)
+#define recvmmsg(fd, vec, vlen, flags, timeout) \
+  uepoll_recvmmsg(fd, vec, vlen, flags, timeout)
 #define ppoll(fds, nfds, tmo, sigmask) uepoll_ppoll(fds, nfds, tmo, sigmask)
 #define pselect(nfds, r, w, e, timeout, sigmask) \
   uepoll_pselect(nfds, r, w, e, timeout, sigmask)
@@ -133,6 +139,8 @@ static inline int uepoll_rename_socketpair(int domain, int type, int protocol,
 #define fstatat(dirfd, path, st, flags) uepoll_fstatat(dirfd, path, st, flags)
 #define statx(dirfd, path, flags, mask, stx) \
   uepoll_statx(dirfd, path, flags, mask, stx)
+#define fstatfs(fd, buf) uepoll_fstatfs(fd, buf)
+#define fstatvfs(fd, buf) uepoll_fstatvfs(fd, buf)
 
 #ifndef __cplusplus
 

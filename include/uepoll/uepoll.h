@@ -20,7 +20,10 @@
  *
  * Compiles as C99 and as C++.
  */
-struct statx; /* <sys/stat.h> declares it under _GNU_SOURCE only */
+struct statx;   /* <sys/stat.h> declares it under _GNU_SOURCE only */
+struct mmsghdr; /* <sys/socket.h>: the same */
+struct statfs;  /* <sys/vfs.h>, not included here */
+struct statvfs; /* <sys/statvfs.h>, not included here */
 #ifndef UEPOLL_UEPOLL_H_
 #define UEPOLL_UEPOLL_H_
 
@@ -275,6 +278,15 @@ UEPOLL_API ssize_t uepoll_recvfrom(int sockfd, void *buf, size_t len, int flags,
 UEPOLL_API ssize_t uepoll_sendmsg(int sockfd, const struct msghdr *msg,
                                   int flags);
 UEPOLL_API ssize_t uepoll_recvmsg(int sockfd, struct msghdr *msg, int flags);
+/* sendmmsg and recvmmsg: one sendmsg or recvmsg per entry, each entry's
+ * length written to its msg_len, the count of messages returned (an error
+ * only when the first fails). recvmmsg's timeout is looked at between
+ * messages only, and is updated to the time left, as the kernel's. */
+UEPOLL_API int uepoll_sendmmsg(int sockfd, struct mmsghdr *msgvec,
+                               unsigned int vlen, int flags);
+UEPOLL_API int uepoll_recvmmsg(int sockfd, struct mmsghdr *msgvec,
+                               unsigned int vlen, int flags,
+                               struct timespec *timeout);
 
 /* ppoll, select and pselect over any mix of uepoll and kernel descriptors,
  * as glibc presents them: select writes the time left back into *timeout,
@@ -333,6 +345,11 @@ UEPOLL_API int uepoll_fstatat(int dirfd, const char *pathname,
                               struct stat *statbuf, int flags);
 UEPOLL_API int uepoll_statx(int dirfd, const char *pathname, int flags,
                             unsigned int mask, struct statx *statxbuf);
+/* fstatfs (<sys/vfs.h>) and fstatvfs (<sys/statvfs.h>): the kind's
+ * pseudo-filesystem, as the kernel reports it (pipefs, sockfs,
+ * anon_inodefs). */
+UEPOLL_API int uepoll_fstatfs(int fd, struct statfs *buf);
+UEPOLL_API int uepoll_fstatvfs(int fd, struct statvfs *buf);
 
 /* Socket options and names on uepoll socket pairs, with the kernel's
  * values, errno and length rules (ENOTSOCK on other uepoll objects). The

@@ -27,8 +27,10 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 /* X(name) for every libc function in the table. */
@@ -70,10 +72,14 @@
   X(recvfrom)                \
   X(sendmsg)                 \
   X(recvmsg)                 \
+  X(sendmmsg)                \
+  X(recvmmsg)                \
   X(ioctl)                   \
   X(select)                  \
   X(pselect)                 \
   X(fstat)                   \
+  X(fstatfs)                 \
+  X(fstatvfs)                \
   X(fstatat)                 \
   X(statx)                   \
   X(socket)                  \

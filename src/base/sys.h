@@ -20,8 +20,10 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -154,6 +156,13 @@ inline ssize_t Sendmsg(int fd, const msghdr* msg, int flags) {
 inline ssize_t Recvmsg(int fd, msghdr* msg, int flags) {
   return UEPOLL_SYS(recvmsg, fd, msg, flags);
 }
+inline int Sendmmsg(int fd, mmsghdr* vec, unsigned int vlen, int flags) {
+  return UEPOLL_SYS(sendmmsg, fd, vec, vlen, flags);
+}
+inline int Recvmmsg(int fd, mmsghdr* vec, unsigned int vlen, int flags,
+                    timespec* timeout) {
+  return UEPOLL_SYS(recvmmsg, fd, vec, vlen, flags, timeout);
+}
 inline int Ioctl(int fd, unsigned long request, unsigned long arg) {
   return UEPOLL_SYS(ioctl, fd, request, arg);
 }
@@ -166,6 +175,12 @@ inline int Pselect(int n, fd_set* r, fd_set* w, fd_set* e,
 }
 
 inline int Fstat(int fd, struct stat* st) { return UEPOLL_SYS(fstat, fd, st); }
+inline int Fstatfs(int fd, struct statfs* buf) {
+  return UEPOLL_SYS(fstatfs, fd, buf);
+}
+inline int Fstatvfs(int fd, struct statvfs* buf) {
+  return UEPOLL_SYS(fstatvfs, fd, buf);
+}
 inline int Fstatat(int dirfd, const char* path, struct stat* st, int flags) {
   return UEPOLL_SYS(fstatat, dirfd, path, st, flags);
 }

@@ -1,5 +1,6 @@
 // Vectored and socket I/O: uepoll_readv, writev, preadv, pwritev, send,
-// recv, sendto, recvfrom, sendmsg, recvmsg. Each checks its arguments in
+// recv, sendto, recvfrom, sendmsg, recvmsg, sendmmsg, recvmmsg. Each checks
+// its arguments in
 // the order of the kernel's syscall (fs/read_write.c, net/socket.c) and
 // hands the engine an IoIter; a descriptor that is not uepoll's goes to
 // libc.
@@ -11,6 +12,8 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
+#include <limits>
 
 #include <uepoll/uepoll.h>
 
@@ -159,10 +162,14 @@ int CheckSendControl(const msghdr& h) {
   return 0;
 }
 
-ssize_t SendMsg(UnixSocket* s, const msghdr* umsg, int flags) {
+// ___sys_sendmsg; *total, when given, is the message's length in bytes
+// (sendmmsg stops after a message it sent only part of).
+ssize_t SendMsg(UnixSocket* s, const msghdr* umsg, int flags,
+                size_t* total = nullptr) {
   Msg m;
   if (int err = CopyMsghdr(umsg, m)) return err;
   if (int err = CheckSendControl(m.h)) return err;
+  if (total) *total = m.iov.total();
   IoIter it = m.iov.iter();
   if (s->nonblock()) flags |= MSG_DONTWAIT;
   socklen_t namelen = static_cast<socklen_t>(m.h.msg_namelen);
@@ -203,6 +210,119 @@ ssize_t RecvMsg(UnixSocket* s, msghdr* umsg, int flags) {
   umsg->msg_flags = a.msg_flags;
   umsg->msg_controllen = a.controllen;
   return r;
+}
+
+// Where a message's length is written back (put_user of msg_len).
+bool PutMsgLen(mmsghdr* entry, ssize_t len) {
+  unsigned int* p = &entry->msg_len;
+  if (UserFault(p) || !AccessOk(p, sizeof *p)) return false;
+  unsigned int v = static_cast<unsigned int>(len);
+  std::memcpy(p, &v, sizeof v);
+  return true;
+}
+
+// __sys_sendmmsg after the descriptor's lookup: one sendmsg per entry (with
+// the entry's own MSG_EOR), its length written back; it stops at the first
+// error, or after a message sent in part. The error is returned only when
+// no message went.
+int SendMmsg(UnixSocket* s, mmsghdr* vec, unsigned int vlen, int flags) {
+  if (vlen > static_cast<unsigned int>(kUioMaxIov)) vlen = kUioMaxIov;
+  unsigned int sent = 0;
+  ssize_t err = 0;
+  while (sent < vlen) {
+    mmsghdr* e = vec + sent;
+    int eor = 0;
+    if (!UserFault(e) && AccessOk(e, sizeof *e)) {
+      eor = e->msg_hdr.msg_flags & MSG_EOR;
+    }
+    size_t total = 0;
+    err = SendMsg(s, &e->msg_hdr, flags | eor, &total);
+    if (err < 0) break;
+    if (!PutMsgLen(e, err)) {
+      err = -EFAULT;
+      break;
+    }
+    ++sent;
+    if (static_cast<size_t>(err) < total) break;
+    err = 0;
+  }
+  return sent ? static_cast<int>(sent) : static_cast<int>(err);
+}
+
+// do_recvmmsg after the descriptor's lookup. The socket's pending error
+// comes first; then one recvmsg per entry, its length written back.
+// MSG_WAITFORONE makes the calls after the first message nonblocking; the
+// timeout is looked at only between messages (a call blocked for the next
+// one waits for it however long that takes, as in the kernel), and is
+// updated to the time left. An error after some messages is kept as the
+// socket's pending error (reported by the next call, or SO_ERROR), except
+// EAGAIN; the call returns the messages it got.
+int RecvMmsg(UnixSocket* s, mmsghdr* vec, unsigned int vlen, int flags,
+             const timespec* end, timespec* left) {
+  if (!(flags & MSG_ERRQUEUE)) {
+    if (int pending = s->pair()->TakeError(s->side())) return -pending;
+  }
+  if (vlen > static_cast<unsigned int>(kUioMaxIov)) vlen = kUioMaxIov;
+  unsigned int got = 0;
+  ssize_t err = 0;
+  while (got < vlen) {
+    mmsghdr* e = vec + got;
+    err = RecvMsg(s, &e->msg_hdr, flags & ~MSG_WAITFORONE);
+    if (err < 0) break;
+    if (!PutMsgLen(e, err)) {
+      err = -EFAULT;
+      break;
+    }
+    ++got;
+    // RecvMsg wrote the entry's msg_flags back.
+    int msg_flags = e->msg_hdr.msg_flags;
+    err = 0;
+    if (flags & MSG_WAITFORONE) flags |= MSG_DONTWAIT;
+    if (end) {
+      timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      long long ns =
+          (static_cast<long long>(end->tv_sec) - now.tv_sec) * 1000000000LL +
+          (end->tv_nsec - now.tv_nsec);
+      if (ns <= 0) {
+        *left = timespec{0, 0};
+        break;
+      }
+      left->tv_sec = static_cast<time_t>(ns / 1000000000LL);
+      left->tv_nsec = static_cast<long>(ns % 1000000000LL);
+    }
+    if (msg_flags & MSG_OOB) break;
+  }
+  if (got == 0) return static_cast<int>(err);
+  if (err != 0 && err != -EAGAIN) {
+    s->pair()->StashError(s->side(), static_cast<int>(-err));
+  }
+  return static_cast<int>(got);
+}
+
+// poll_select_set_timeout: the instant a recvmmsg timeout ends, on the
+// monotonic clock (zero for a zero timeout; saturated far in the future).
+int RecvmmsgEnd(const timespec& t, timespec* end) {
+  if (t.tv_sec < 0 || t.tv_nsec < 0 || t.tv_nsec >= 1000000000L) {
+    return -EINVAL;
+  }
+  if (t.tv_sec == 0 && t.tv_nsec == 0) {
+    *end = timespec{0, 0};
+    return 0;
+  }
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  if (t.tv_sec > std::numeric_limits<time_t>::max() - now.tv_sec - 1) {
+    *end = timespec{std::numeric_limits<time_t>::max(), 999999999L};
+    return 0;
+  }
+  end->tv_sec = now.tv_sec + t.tv_sec;
+  end->tv_nsec = now.tv_nsec + t.tv_nsec;
+  if (end->tv_nsec >= 1000000000L) {
+    end->tv_nsec -= 1000000000L;
+    ++end->tv_sec;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -294,6 +414,61 @@ ssize_t uepoll_recvmsg(int sockfd, struct msghdr* msg, int flags) {
   UnixSocket* s = uepoll::impl::AsUnixSocket(f.get());
   if (!s) return ToErrno<ssize_t>(-ENOTSOCK);
   return ToErrno(uepoll::impl::RecvMsg(s, msg, flags));
+}
+
+int uepoll_sendmmsg(int sockfd, struct mmsghdr* msgvec, unsigned int vlen,
+                    int flags) {
+  if (flags & uepoll::impl::kMsgCmsgCompat) return ToErrno(-EINVAL);
+  FileBorrow f = FdTable::Get().Borrow(sockfd);
+  if (!f) {
+    // Each message's uepoll descriptors are converted first, as for
+    // sendmsg; a message whose cannot be ends the batch before it (and
+    // fails the call when it is the first).
+    // An entry that cannot be read is left to the kernel to fail.
+    unsigned int n = vlen;
+    for (unsigned int i = 0; i < vlen; ++i) {
+      if (uepoll::impl::UserFault(msgvec + i) ||
+          !uepoll::impl::AccessOk(msgvec + i, sizeof *msgvec)) {
+        break;
+      }
+      if (int err = uepoll::impl::ExportRights(&msgvec[i].msg_hdr)) {
+        if (i == 0) return ToErrno(err);
+        n = i;
+        break;
+      }
+    }
+    return sys::Sendmmsg(sockfd, msgvec, n, flags);
+  }
+  UnixSocket* s = uepoll::impl::AsUnixSocket(f.get());
+  if (!s) return ToErrno(-ENOTSOCK);
+  return ToErrno(uepoll::impl::SendMmsg(s, msgvec, vlen, flags));
+}
+
+int uepoll_recvmmsg(int sockfd, struct mmsghdr* msgvec, unsigned int vlen,
+                    int flags, struct timespec* timeout) {
+  if (flags & uepoll::impl::kMsgCmsgCompat) return ToErrno(-EINVAL);
+  // __sys_recvmmsg: the timeout is read before anything else is looked at.
+  timespec t{};
+  if (timeout) {
+    if (uepoll::impl::UserFault(timeout) ||
+        !uepoll::impl::AccessOk(timeout, sizeof *timeout)) {
+      return ToErrno(-EFAULT);
+    }
+    std::memcpy(&t, timeout, sizeof t);
+  }
+  FileBorrow f = FdTable::Get().Borrow(sockfd);
+  if (!f) return sys::Recvmmsg(sockfd, msgvec, vlen, flags, timeout);
+  timespec end{};
+  if (timeout) {
+    if (int err = uepoll::impl::RecvmmsgEnd(t, &end)) return ToErrno(err);
+  }
+  UnixSocket* s = uepoll::impl::AsUnixSocket(f.get());
+  if (!s) return ToErrno(-ENOTSOCK);
+  timespec left = t;
+  int r = uepoll::impl::RecvMmsg(s, msgvec, vlen, flags,
+                                 timeout ? &end : nullptr, &left);
+  if (r > 0 && timeout) std::memcpy(timeout, &left, sizeof left);
+  return ToErrno(r);
 }
 
 }  // extern "C"

@@ -1,6 +1,6 @@
-// uepoll_fstat, uepoll_fstatat, uepoll_statx: what the kernel reports for
-// the file a uepoll object stands for (Linux 6.18, measured on the
-// reference machine):
+// uepoll_fstat, uepoll_fstatat, uepoll_statx, uepoll_fstatfs,
+// uepoll_fstatvfs: what the kernel reports for the file a uepoll object
+// stands for (Linux 6.18, measured on the reference machine):
 //
 //   pipe      S_IFIFO | 0600, pipefs's device, one inode for both ends,
 //             the creator's ids, times of the creation (pipefs never
@@ -11,7 +11,10 @@
 //             one anonymous inode, which every such file shares (its
 //             number, ids, times and device, exactly).
 //
-// nlink 1, size 0, blocks 0, blksize 4096, rdev 0 for all. The kernel's
+// nlink 1, size 0, blocks 0, blksize 4096, rdev 0 for all. fstatfs and
+// fstatvfs report the kind's pseudo-filesystem (pipefs, sockfs,
+// anon_inodefs): its magic, 4096-byte blocks, no blocks or files, names of
+// 255 bytes, its device as the filesystem id. The kernel's
 // answer for the kind is read once per process from a kernel object of that
 // kind (a pipe, a socket, an eventfd, made and closed at the first stat of
 // a uepoll object of that kind); uepoll then changes what belongs to the
@@ -27,6 +30,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -52,6 +57,8 @@ struct KindReference {
   struct stat st GUARDED_BY(mu);
   struct statx stx GUARDED_BY(mu);         // requested with STATX_MNT_ID
   struct statx stx_unique GUARDED_BY(mu);  // with STATX_MNT_ID_UNIQUE
+  struct statfs sfs GUARDED_BY(mu);
+  struct statvfs svfs GUARDED_BY(mu);
 };
 KindReference g_refs[kKinds];
 
@@ -99,7 +106,8 @@ KindReference* Reference(StatKind k) {
                          &r.stx) == 0 &&
               sys::Statx(fd, "", AT_EMPTY_PATH,
                          STATX_BASIC_STATS | STATX_BTIME | kStatxMntIdUnique,
-                         &r.stx_unique) == 0;
+                         &r.stx_unique) == 0 &&
+              sys::Fstatfs(fd, &r.sfs) == 0 && sys::Fstatvfs(fd, &r.svfs) == 0;
     if (fd >= 0) sys::Close(fd);
     if (other >= 0) sys::Close(other);
     if (ok) r.ready.store(true, std::memory_order_release);
@@ -144,6 +152,53 @@ void FillStat(File* f, struct stat* out) {
     st.st_atim = st.st_mtim = st.st_ctim = id->created;
   }
   std::memcpy(out, &st, sizeof st);
+}
+
+// The kind's filesystem: simple_statfs's answer and ST_VALID, as every
+// pseudo-filesystem gives it; the filesystem id is its device, unknown
+// without a reference (0, as st_dev then: D29).
+void FallbackStatfs(StatKind k, struct statfs* sfs) {
+  constexpr long kPipefsMagic = 0x50495045, kSockfsMagic = 0x534F434B,
+                 kAnonInodeFsMagic = 0x09041934;
+  constexpr long kStValid = 0x20;
+  std::memset(sfs, 0, sizeof *sfs);
+  sfs->f_type = k == kFifo   ? kPipefsMagic
+                : k == kSock ? kSockfsMagic
+                             : kAnonInodeFsMagic;
+  sfs->f_bsize = 4096;
+  sfs->f_frsize = 4096;
+  sfs->f_namelen = 255;
+  sfs->f_flags = kStValid;
+}
+
+void FillStatfs(File* f, struct statfs* out) {
+  StatKind k = KindOf(f);
+  struct statfs sfs;
+  if (KindReference* r = Reference(k)) {
+    MutexLock l(r->mu);
+    sfs = r->sfs;
+  } else {
+    FallbackStatfs(k, &sfs);
+  }
+  std::memcpy(out, &sfs, sizeof sfs);
+}
+
+// glibc's statvfs from the statfs above (ST_VALID is not a statvfs flag).
+void FillStatvfs(File* f, struct statvfs* out) {
+  StatKind k = KindOf(f);
+  struct statvfs v;
+  if (KindReference* r = Reference(k)) {
+    MutexLock l(r->mu);
+    v = r->svfs;
+  } else {
+    struct statfs sfs;
+    FallbackStatfs(k, &sfs);
+    std::memset(&v, 0, sizeof v);
+    v.f_bsize = static_cast<unsigned long>(sfs.f_bsize);
+    v.f_frsize = static_cast<unsigned long>(sfs.f_frsize);
+    v.f_namemax = static_cast<unsigned long>(sfs.f_namelen);
+  }
+  std::memcpy(out, &v, sizeof v);
 }
 
 statx_timestamp Timestamp(const timespec& t) {
@@ -205,6 +260,16 @@ int KernelFstatat(int dirfd, const char* path, struct stat* st, int flags) {
   if (sys::Fstatat(dirfd, path, st ? st : &scratch, flags) != 0) return -1;
   return st ? 0 : ToErrno(-EFAULT);
 }
+int KernelFstatfs(int fd, struct statfs* sfs) {
+  struct statfs scratch;
+  if (sys::Fstatfs(fd, sfs ? sfs : &scratch) != 0) return -1;
+  return sfs ? 0 : ToErrno(-EFAULT);
+}
+int KernelFstatvfs(int fd, struct statvfs* v) {
+  struct statvfs scratch;
+  if (sys::Fstatvfs(fd, v ? v : &scratch) != 0) return -1;
+  return v ? 0 : ToErrno(-EFAULT);
+}
 int KernelStatx(int dirfd, const char* path, int flags, unsigned int mask,
                 struct statx* stx) {
   struct statx scratch;
@@ -248,6 +313,24 @@ int uepoll_statx(int dirfd, const char* path, int flags, unsigned int mask,
   if (r != 0 && errno != EBADF) return -1;
   if (!stx) return ToErrno(-EFAULT);
   uepoll::impl::FillStatx(f.get(), mask, stx);
+  return 0;
+}
+
+int uepoll_fstatfs(int fd, struct statfs* buf) {
+  FileRef f = FdTable::Get().Lookup(fd);
+  if (!f) return uepoll::impl::KernelFstatfs(fd, buf);
+  if (uepoll::impl::KernelFstatfs(fd, buf) != 0 && errno != EBADF) return -1;
+  if (!buf) return ToErrno(-EFAULT);
+  uepoll::impl::FillStatfs(f.get(), buf);
+  return 0;
+}
+
+int uepoll_fstatvfs(int fd, struct statvfs* buf) {
+  FileRef f = FdTable::Get().Lookup(fd);
+  if (!f) return uepoll::impl::KernelFstatvfs(fd, buf);
+  if (uepoll::impl::KernelFstatvfs(fd, buf) != 0 && errno != EBADF) return -1;
+  if (!buf) return ToErrno(-EFAULT);
+  uepoll::impl::FillStatvfs(f.get(), buf);
   return 0;
 }
 

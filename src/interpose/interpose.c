@@ -35,6 +35,8 @@
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/vfs.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -284,6 +286,18 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
   if (r >= 0 && kernel && msg->msg_controllen > 0) FreshRights(msg);
   return r;
 }
+EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags) {
+  return uepoll_sendmmsg(fd, vec, vlen, flags);
+}
+EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+                    struct timespec *timeout) {
+  int kernel = !uepoll_is_uepoll_fd(fd);
+  int r = uepoll_recvmmsg(fd, vec, vlen, flags, timeout);
+  for (int i = 0; kernel && i < r; ++i) {
+    if (vec[i].msg_hdr.msg_controllen > 0) FreshRights(&vec[i].msg_hdr);
+  }
+  return r;
+}
 EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
                  const sigset_t *sigmask) {
   return uepoll_ppoll(fds, nfds, tmo, sigmask);
@@ -429,6 +443,20 @@ EXPORT off_t lseek(int fd, off_t offset, int whence) {
 }
 EXPORT off64_t lseek64(int fd, off64_t offset, int whence) {
   return uepoll_lseek(fd, offset, whence);
+}
+/* glibc's fstatvfs calls its internal fstatfs, which no interposer sees:
+ * both are defined, and the 64 names (the same layout on x86-64). */
+EXPORT int fstatfs(int fd, struct statfs *buf) {
+  return uepoll_fstatfs(fd, buf);
+}
+EXPORT int fstatfs64(int fd, struct statfs64 *buf) {
+  return uepoll_fstatfs(fd, (struct statfs *)buf);
+}
+EXPORT int fstatvfs(int fd, struct statvfs *buf) {
+  return uepoll_fstatvfs(fd, buf);
+}
+EXPORT int fstatvfs64(int fd, struct statvfs64 *buf) {
+  return uepoll_fstatvfs(fd, (struct statvfs *)buf);
 }
 EXPORT int fsync(int fd) { return uepoll_fsync(fd); }
 EXPORT int fdatasync(int fd) { return uepoll_fdatasync(fd); }

@@ -281,6 +281,14 @@ static long Dispatch(long n, long a0, long a1, long a2, long a3, long a4,
       return uepoll_sendmsg((int)a0, (const struct msghdr *)a1, (int)a2);
     case SYS_recvmsg:
       return recvmsg((int)a0, (struct msghdr *)a1, (int)a2);
+    case SYS_fstatfs:
+      return uepoll_fstatfs((int)a0, (struct statfs *)a1);
+    case SYS_sendmmsg:
+      return uepoll_sendmmsg((int)a0, (struct mmsghdr *)a1, (unsigned)a2,
+                             (int)a3);
+    case SYS_recvmmsg:
+      return recvmmsg((int)a0, (struct mmsghdr *)a1, (unsigned)a2, (int)a3,
+                      (struct timespec *)a4);
     case SYS_getsockopt:
       return uepoll_getsockopt((int)a0, (int)a1, (int)a2, (void *)a3,
                                (socklen_t *)a4);

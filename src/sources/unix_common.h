@@ -162,6 +162,9 @@ class UnixPair {
   // What getsockopt and getpeername read of the pair (capi/sockopt_api.cc).
   // sock_error: side `me`'s pending error, cleared (SO_ERROR).
   int TakeError(int me) EXCLUDES(mu_);
+  // recvmmsg keeps an error met after some messages as side `me`'s pending
+  // error (WRITE_ONCE of sk_err): no wakeup, as in the kernel.
+  void StashError(int me, int err) EXCLUDES(mu_);
   // unix_peer(sk) != NULL: a datagram socket that learnt its peer is gone
   // is no longer connected; a stream or seqpacket socket always is.
   bool Connected(int me) EXCLUDES(mu_);

@@ -78,6 +78,11 @@ int UnixPair::TakeError(int me) {
   return err;
 }
 
+void UnixPair::StashError(int me, int err) {
+  MutexLock l(mu_);
+  side_[me].err = err;
+}
+
 bool UnixPair::Connected(int me) {
   MutexLock l(mu_);
   return side_[me].connected;

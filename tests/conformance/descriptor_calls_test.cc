@@ -1,6 +1,7 @@
 // The calls programs make on any descriptor, on both backends: fstat,
 // fstatat(AT_EMPTY_PATH) and statx (fs/stat.c; pipefs, sockfs and the
-// anonymous inode as Linux 6.18 reports them), and getsockopt, setsockopt,
+// anonymous inode as Linux 6.18 reports them), fstatfs and fstatvfs (their
+// filesystems, fs/statfs.c), and getsockopt, setsockopt,
 // getsockname, getpeername on socket pairs (net/socket.c, net/core/sock.c,
 // net/unix/af_unix.c).
 //
@@ -13,7 +14,9 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/timerfd.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -159,6 +162,80 @@ TEST_P(DescriptorCalls, fstat__other_objects_are_the_one_anonymous_inode) {
     EXPECT_EQ(st.st_ctim.tv_nsec, k.st_ctim.tv_nsec);
     EXPECT_EQ(st.st_blksize, 4096);
   }
+}
+
+// What fstatfs reports for a kernel object of the kind.
+struct statfs KernelStatfs(int kind) {
+  int fds[2] = {-1, -1};
+  if (kind == S_IFIFO) {
+    EXPECT_EQ(::pipe(fds), 0);
+  } else if (kind == S_IFSOCK) {
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  } else {
+    fds[0] = ::eventfd(0, 0);
+  }
+  struct statfs sfs {};
+  EXPECT_EQ(::fstatfs(fds[0], &sfs), 0);
+  ::close(fds[0]);
+  if (fds[1] >= 0) ::close(fds[1]);
+  return sfs;
+}
+
+TEST_P(DescriptorCalls, fstatfs__each_kind_is_on_its_pseudo_filesystem) {
+  int p[2], sv[2];
+  Pipe(p);
+  Pair(sv, SOCK_STREAM);
+  int e = Eventfd();
+  int ep = Epoll();
+  int t = Track(B().timerfd_create(CLOCK_MONOTONIC, 0));
+  ASSERT_GE(t, 0);
+  struct Case {
+    int fd;
+    int kind;
+    long magic;
+  } cases[] = {{p[0], S_IFIFO, 0x50495045},   {p[1], S_IFIFO, 0x50495045},
+               {sv[0], S_IFSOCK, 0x534F434B}, {e, 0, 0x09041934},
+               {ep, 0, 0x09041934},           {t, 0, 0x09041934}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.fd);
+    struct statfs k = KernelStatfs(c.kind);
+    struct statfs sfs;
+    std::memset(&sfs, 0x5a, sizeof sfs);
+    ASSERT_EQ(B().fstatfs(c.fd, &sfs), 0) << strerror(errno);
+    EXPECT_EQ(sfs.f_type, c.magic);
+    EXPECT_EQ(sfs.f_type, k.f_type);
+    EXPECT_EQ(sfs.f_bsize, 4096);
+    EXPECT_EQ(sfs.f_frsize, 4096);
+    EXPECT_EQ(sfs.f_blocks, 0u);
+    EXPECT_EQ(sfs.f_bfree, 0u);
+    EXPECT_EQ(sfs.f_files, 0u);
+    EXPECT_EQ(sfs.f_namelen, 255);
+    EXPECT_EQ(sfs.f_flags, k.f_flags);
+    EXPECT_EQ(std::memcmp(&sfs.f_fsid, &k.f_fsid, sizeof k.f_fsid), 0);
+    struct statvfs v;
+    std::memset(&v, 0x5a, sizeof v);
+    ASSERT_EQ(B().fstatvfs(c.fd, &v), 0) << strerror(errno);
+    EXPECT_EQ(v.f_bsize, 4096u);
+    EXPECT_EQ(v.f_frsize, 4096u);
+    EXPECT_EQ(v.f_blocks, 0u);
+    EXPECT_EQ(v.f_namemax, 255u);
+    EXPECT_EQ(v.f_flag, 0u);
+    unsigned long fsid = 0;
+    std::memcpy(&fsid, &k.f_fsid, sizeof(int));
+    EXPECT_EQ(v.f_fsid, fsid);
+  }
+}
+
+TEST_P(DescriptorCalls, fstatfs__errors_in_the_kernel_order) {
+  int p[2];
+  Pipe(p);
+  struct statfs sfs;
+  struct statvfs v;
+  EXPECT_ERRNO(B().fstatfs(p[0], nullptr), EFAULT);
+  // (glibc's fstatvfs writes a NULL buffer itself: no errno to compare.)
+  EXPECT_ERRNO(B().fstatfs(B().closed_fd, &sfs), EBADF);
+  EXPECT_ERRNO(B().fstatvfs(B().closed_fd, &v), EBADF);
+  EXPECT_ERRNO(B().fstatfs(-1, &sfs), EBADF);
 }
 
 TEST_P(DescriptorCalls, fstatat__only_an_empty_path_names_the_object) {

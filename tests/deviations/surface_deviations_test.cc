@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -194,9 +195,23 @@ TEST_F(SurfaceDeviations, FirstStatWithAFullTableChild) {
     EXPECT_EQ(stx.stx_dev_major, 0u);
     EXPECT_EQ(stx.stx_dev_minor, 0u);
     EXPECT_EQ(stx.stx_mnt_id, 0u);
+    // fstatfs: pipefs's answer, with no filesystem id.
+    struct statfs sfs;
+    std::memset(&sfs, 0x5a, sizeof sfs);
+    ASSERT_EQ(uepoll_fstatfs(p[0], &sfs), 0);
+    EXPECT_EQ(sfs.f_type, 0x50495045);
+    EXPECT_EQ(sfs.f_bsize, 4096);
+    EXPECT_EQ(sfs.f_namelen, 255);
+    EXPECT_EQ(sfs.f_fsid.__val[0], 0);
+    EXPECT_EQ(sfs.f_blocks, 0u);
   }
   ASSERT_EQ(uepoll_fstat(p[0], &st), 0);
   EXPECT_EQ(st.st_dev, kst.st_dev) << "read once a kernel pipe can be made";
+  struct statfs sfs {
+  }, ksfs{};
+  ASSERT_EQ(uepoll_fstatfs(p[0], &sfs), 0);
+  ASSERT_EQ(::fstatfs(kp[0], &ksfs), 0);
+  EXPECT_EQ(std::memcmp(&sfs, &ksfs, sizeof sfs), 0);
   EXPECT_EQ(uepoll_close(p[0]), 0);
   EXPECT_EQ(uepoll_close(p[1]), 0);
   ::close(kp[0]);

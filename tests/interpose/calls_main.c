@@ -12,6 +12,10 @@
  *   - libuv's uv__close: syscall(SYS_close), and other descriptor system
  *     calls through syscall(); a call uepoll does not own, with its errno;
  *   - closefrom and close_range;
+ *   - batches: sendmmsg and recvmmsg on a stream pair (by name and
+ *     through syscall()), descriptors received in a batch over a kernel
+ *     socket; fstatfs, fstatfs64 and fstatvfs (glibc's calls its internal
+ *     fstatfs) on a pipe, a socket and an eventfd;
  *   - Python's io.open and C's stdio on a descriptor: isatty, tcgetattr,
  *     lseek (is it seekable?) and fsync on a pipe, a socket and an
  *     eventfd, by name and through syscall();
@@ -48,7 +52,9 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -370,6 +376,95 @@ static void SelfPipeHandler(void) {
   close(efd);
 }
 
+static void Batches(void) {
+  /* Stream pairs are uepoll's under the interposer; a datagram pair is
+   * the kernel's in every mode. */
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
+  CHECK_OWNER(sv[0]);
+  char a[] = "one", b[] = "three";
+  struct iovec out_io[2] = {{a, 3}, {b, 5}};
+  struct mmsghdr out[2];
+  memset(out, 0, sizeof out);
+  for (int i = 0; i < 2; ++i) {
+    out[i].msg_hdr.msg_iov = &out_io[i];
+    out[i].msg_hdr.msg_iovlen = 1;
+  }
+  CHECK(sendmmsg(sv[0], out, 2, 0) == 2 && out[0].msg_len == 3 &&
+        out[1].msg_len == 5);
+  CHECK(syscall(SYS_sendmmsg, sv[0], out, 1, 0) == 1);
+  char in_buf[3][8];
+  struct iovec in_io[3];
+  struct mmsghdr in[3];
+  memset(in, 0, sizeof in);
+  for (int i = 0; i < 3; ++i) {
+    in_io[i] = (struct iovec){in_buf[i], sizeof in_buf[i]};
+    in[i].msg_hdr.msg_iov = &in_io[i];
+    in[i].msg_hdr.msg_iovlen = 1;
+  }
+  /* A stream fills each entry from what is queued: "onethree", "one". */
+  CHECK(recvmmsg(sv[1], in, 3, 0, NULL) == 2 && in[0].msg_len == 8 &&
+        in[1].msg_len == 3 && memcmp(in_buf[0], "onethree", 8) == 0);
+  CHECK(syscall(SYS_recvmmsg, sv[1], in, 3, 0, NULL) == -1 && errno == EAGAIN);
+  CHECK(sendmmsg(sv[0], out, 2, 0) == 2);
+  struct timespec ts = {0, 0};
+  CHECK(syscall(SYS_recvmmsg, sv[1], in, 3, 0, &ts) == 1 && in[0].msg_len == 8);
+  /* A uepoll pipe's end in a batch over a kernel socket: it arrives as a
+   * kernel descriptor, and the number it lands on is the kernel's. */
+  int k[2], p[2];
+  CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, k) == 0);
+  CHECK(!is_uepoll || !is_uepoll(k[0]));
+  CHECK(pipe(p) == 0);
+  CHECK_OWNER(p[0]);
+  char ctl[CMSG_SPACE(sizeof(int))];
+  memset(ctl, 0, sizeof ctl);
+  out[0].msg_hdr.msg_control = ctl;
+  out[0].msg_hdr.msg_controllen = sizeof ctl;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&out[0].msg_hdr);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &p[1], sizeof(int));
+  CHECK(sendmmsg(k[0], out, 1, 0) == 1);
+  char rctl[CMSG_SPACE(sizeof(int))];
+  in[0].msg_hdr.msg_control = rctl;
+  in[0].msg_hdr.msg_controllen = sizeof rctl;
+  CHECK(recvmmsg(k[1], in, 1, 0, NULL) == 1);
+  int got = -1;
+  struct cmsghdr *rc = CMSG_FIRSTHDR(&in[0].msg_hdr);
+  CHECK(rc != NULL && rc->cmsg_type == SCM_RIGHTS);
+  if (rc) memcpy(&got, CMSG_DATA(rc), sizeof got);
+  CHECK(got >= 0 && write(got, "p", 1) == 1);
+  char byte = 0;
+  CHECK(read(p[0], &byte, 1) == 1 && byte == 'p');
+  /* The filesystem of each kind, as the kernel's objects report it. */
+  int efd = eventfd(0, 0);
+  struct {
+    int fd;
+    long magic;
+  } kinds[] = {{p[0], 0x50495045}, {sv[0], 0x534F434B}, {efd, 0x09041934}};
+  for (int i = 0; i < 3; ++i) {
+    struct statfs sfs;
+    struct statfs64 sfs64;
+    struct statvfs v;
+    CHECK(fstatfs(kinds[i].fd, &sfs) == 0 && sfs.f_type == kinds[i].magic &&
+          sfs.f_bsize == 4096);
+    CHECK(fstatfs64(kinds[i].fd, &sfs64) == 0 &&
+          sfs64.f_type == kinds[i].magic);
+    CHECK(syscall(SYS_fstatfs, kinds[i].fd, &sfs) == 0 &&
+          sfs.f_type == kinds[i].magic);
+    CHECK(fstatvfs(kinds[i].fd, &v) == 0 && v.f_namemax == 255 &&
+          v.f_blocks == 0 && v.f_flag == 0);
+  }
+  close(efd);
+  close(got);
+  for (int i = 0; i < 2; ++i) {
+    close(sv[i]);
+    close(k[i]);
+    close(p[i]);
+  }
+}
+
 int main(int argc, char **argv) {
   expect_uepoll = argc == 2 && strcmp(argv[1], "uepoll") == 0;
   *(void **)&is_uepoll = dlsym(RTLD_DEFAULT, "uepoll_is_uepoll_fd");
@@ -385,6 +480,7 @@ int main(int argc, char **argv) {
   RawSyscalls();
   SeekAndTty();
   CloseRanges();
+  Batches();
   StaleNumber();
   SelfPipeHandler();
   printf("calls (%s): %s\n", argv[1] ? argv[1] : "?",

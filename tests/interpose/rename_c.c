@@ -15,8 +15,10 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -152,6 +154,14 @@ int main(void) {
     struct iovec one = {got, sizeof got};
     struct msghdr mh = {.msg_iov = &one, .msg_iovlen = 1};
     CHECK(recvmsg(s[0], &mh, 0) == 2 && memcmp(got, "ok", 2) == 0);
+    struct iovec two = {"ok", 2};
+    struct mmsghdr batch[2] = {{.msg_hdr = {.msg_iov = &two, .msg_iovlen = 1}},
+                               {.msg_hdr = {.msg_iov = &two, .msg_iovlen = 1}}};
+    CHECK(sendmmsg(s[1], batch, 2, 0) == 2 && batch[1].msg_len == 2);
+    batch[0].msg_hdr = mh;
+    batch[1].msg_hdr = mh;
+    CHECK(recvmmsg(s[0], batch, 2, MSG_WAITFORONE, NULL) == 1 &&
+          batch[0].msg_len == 4);
   }
 
   /* The calls any descriptor gets: stat, socket options and names. */
@@ -160,6 +170,10 @@ int main(void) {
     CHECK(fstat(p[0], &st) == 0 && S_ISFIFO(st.st_mode));
     CHECK(fstat(p[1], &st2) == 0 && st2.st_ino == st.st_ino);
     CHECK(fstatat(s[0], "", &st, AT_EMPTY_PATH) == 0 && S_ISSOCK(st.st_mode));
+    struct statfs sfs;
+    struct statvfs sv;
+    CHECK(fstatfs(p[0], &sfs) == 0 && sfs.f_type == 0x50495045);
+    CHECK(fstatvfs(e, &sv) == 0 && sv.f_namemax == 255);
     int type = 0;
     socklen_t len = sizeof type;
     CHECK(getsockopt(s[0], SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&

@@ -78,7 +78,8 @@ const Backend kKernel = {
     // Just below RLIMIT_NOFILE's usual soft limit: never open in the tests.
     1000, ::timerfd_create, ::timerfd_settime, ::timerfd_gettime, ::fstat,
     ::fstatat, KStatx, ::getsockopt, ::setsockopt, KGetsockname, KGetpeername,
-    ::sendfile, KSplice, ::close_range, ::pread, ::lseek, ::fsync, ::fdatasync};
+    ::sendfile, KSplice, ::close_range, ::pread, ::lseek, ::fsync, ::fdatasync,
+    ::sendmmsg, ::recvmmsg, ::fstatfs, ::fstatvfs};
 
 // uepoll's descriptor limit: RLIMIT_NOFILE, as for the kernel, when its
 // numbers are the kernel's (the default); its own limit in the disjoint
@@ -102,7 +103,8 @@ const Backend kUepoll = {
     uepoll_fstat, uepoll_fstatat, uepoll_statx, uepoll_getsockopt,
     uepoll_setsockopt, uepoll_getsockname, uepoll_getpeername, uepoll_sendfile,
     uepoll_splice, uepoll_close_range, uepoll_pread, uepoll_lseek, uepoll_fsync,
-    uepoll_fdatasync};
+    uepoll_fdatasync, uepoll_sendmmsg, uepoll_recvmmsg, uepoll_fstatfs,
+    uepoll_fstatvfs};
 
 }  // namespace
 

@@ -10,8 +10,10 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 #include <time.h>
 
 #include <string>
@@ -90,6 +92,11 @@ struct Backend {
   off_t (*lseek)(int fd, off_t off, int whence);
   int (*fsync)(int fd);
   int (*fdatasync)(int fd);
+  int (*sendmmsg)(int fd, struct mmsghdr* vec, unsigned int vlen, int flags);
+  int (*recvmmsg)(int fd, struct mmsghdr* vec, unsigned int vlen, int flags,
+                  struct timespec* timeout);
+  int (*fstatfs)(int fd, struct statfs* buf);
+  int (*fstatvfs)(int fd, struct statvfs* buf);
 };
 
 const Backend& KernelBackend();
