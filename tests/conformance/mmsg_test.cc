@@ -156,6 +156,33 @@ TEST_P(Mmsg, sendmmsg__stops_after_a_message_sent_in_part) {
   EXPECT_FALSE(tail);
 }
 
+TEST_P(Mmsg, sendmmsg__a_fault_midway_is_a_partial_send_that_ends_it) {
+  int sv[2];
+  Pair(sv, SOCK_STREAM, SOCK_NONBLOCK);
+  // A message whose first segment goes in pieces (each at most half the
+  // send buffer) and whose last cannot be read: the pieces before the
+  // fault are sent, and the batch ends there though "tail" would fit.
+  std::string head(200000, 'h');
+  Batch out({head, "tail"});
+  std::array<iovec, 2> segs{iovec{head.data(), head.size()},
+                            iovec{nullptr, 100}};
+  out.vec()[0].msg_hdr.msg_iov = segs.data();
+  out.vec()[0].msg_hdr.msg_iovlen = 2;
+  ASSERT_EQ(B().sendmmsg(sv[0], out.vec(), 2, 0), 1);
+  size_t sent = out.len(0);
+  EXPECT_GT(sent, 0u);
+  EXPECT_LT(sent, head.size());
+  EXPECT_EQ(out.len(1), 0xdeadbeefu);
+  size_t got = 0;
+  for (;;) {
+    std::string s = Recv(sv[1], 65536);
+    if (s.empty()) break;
+    got += s.size();
+    EXPECT_EQ(s.find('t'), std::string::npos);
+  }
+  EXPECT_EQ(got, sent);
+}
+
 TEST_P(Mmsg, sendmmsg_recvmmsg__pass_descriptors_per_entry) {
   int sv[2];
   Pair(sv, SOCK_DGRAM, SOCK_NONBLOCK);
@@ -242,6 +269,20 @@ TEST_P(Mmsg, recvmmsg__an_error_after_some_is_the_next_calls) {
   // the datagram it could not copy is gone.
   EXPECT_ERRNO(B().recvmmsg(sv[1], in.vec(), 1, 0, nullptr), EFAULT);
   EXPECT_EQ(Recv(sv[1], 16), "three");
+}
+
+TEST_P(Mmsg, recvmmsg__a_pending_error_comes_before_a_streams_data) {
+  int sv[2];
+  Pair(sv, SOCK_STREAM, SOCK_NONBLOCK);
+  ASSERT_EQ(Send(sv[0], "onetwothree"), 11);
+  Batch in(3, 3);
+  in.io(1).iov_base = nullptr;  // nothing copied: the bytes stay queued
+  ASSERT_EQ(B().recvmmsg(sv[1], in.vec(), 3, 0, nullptr), 1);
+  EXPECT_EQ(in.got(0), "one");
+  // A stream's recv would return the bytes; recvmmsg looks at the pending
+  // error first.
+  EXPECT_ERRNO(B().recvmmsg(sv[1], in.vec(), 1, 0, nullptr), EFAULT);
+  EXPECT_EQ(Recv(sv[1], 16), "twothree");
 }
 
 TEST_P(Mmsg, recvmmsg__a_pending_error_is_also_so_error) {
