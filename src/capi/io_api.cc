@@ -186,7 +186,8 @@ ssize_t SendMsg(UnixSocket* s, const msghdr* umsg, int flags,
   return r;
 }
 
-ssize_t RecvMsg(UnixSocket* s, msghdr* umsg, int flags) {
+ssize_t RecvMsg(UnixSocket* s, msghdr* umsg, int flags,
+                bool batch_more = false) {
   Msg m;
   if (int err = CopyMsghdr(umsg, m)) return err;
   IoIter it = m.iov.iter();
@@ -201,7 +202,8 @@ ssize_t RecvMsg(UnixSocket* s, msghdr* umsg, int flags) {
              control,
              control ? m.h.msg_controllen : 0,
              in_flags & MSG_CMSG_CLOEXEC,
-             m.h.msg_name != nullptr};
+             m.h.msg_name != nullptr,
+             batch_more};
   ssize_t r = s->RecvMsg(a);
   if (r < 0) return r;
   // ____sys_recvmsg: the name's length (0: never bound), then msg_flags
@@ -267,7 +269,7 @@ int RecvMmsg(UnixSocket* s, mmsghdr* vec, unsigned int vlen, int flags,
   ssize_t err = 0;
   while (got < vlen) {
     mmsghdr* e = vec + got;
-    err = RecvMsg(s, &e->msg_hdr, flags & ~MSG_WAITFORONE);
+    err = RecvMsg(s, &e->msg_hdr, flags & ~MSG_WAITFORONE, got > 0);
     if (err < 0) break;
     if (!PutMsgLen(e, err)) {
       err = -EFAULT;
@@ -295,7 +297,12 @@ int RecvMmsg(UnixSocket* s, mmsghdr* vec, unsigned int vlen, int flags,
   }
   if (got == 0) return static_cast<int>(err);
   if (err != 0 && err != -EAGAIN) {
-    s->pair()->StashError(s->side(), static_cast<int>(-err));
+    // A signal in the wait for a later message: the kernel keeps its
+    // internal restart code, which the next call (or SO_ERROR) reports as
+    // errno 512, as it is.
+    constexpr int kErestartsys = 512;
+    int keep = err == -EINTR ? kErestartsys : static_cast<int>(-err);
+    s->pair()->StashError(s->side(), keep);
   }
   return static_cast<int>(got);
 }

@@ -111,6 +111,9 @@ struct RecvArgs {
   int msg_flags;      // out: MSG_TRUNC, MSG_CTRUNC, MSG_CMSG_CLOEXEC
   bool want_name;     // msg_name given: its length comes back as 0 (a
                       // socketpair's sockets are never bound)
+  // A later entry of a recvmmsg: the kernel's -ERESTARTSYS ends the batch
+  // instead of restarting, so any handled signal ends the wait (-EINTR).
+  bool batch_more = false;
 };
 
 struct Side {

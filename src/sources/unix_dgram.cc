@@ -182,8 +182,10 @@ ssize_t UnixPair::MsgRecv(int me, RecvArgs& a) {
     if (s.shutdown & kRcvShutdown) break;
     mu_.Unlock();
     // Receivers wait exclusively: one message wakes one of them.
-    int r = WaitForIo(wq_[me], /*exclusive=*/true, SignalRule::kRestartable,
-                      [this, me] { return RecvReady(me); });
+    int r = WaitForIo(
+        wq_[me], /*exclusive=*/true,
+        a.batch_more ? SignalRule::kPartial : SignalRule::kRestartable,
+        [this, me] { return RecvReady(me); });
     mu_.Lock();
     // Relock: the error, the queue and the shutdown are all re-read.
     if (r) {

@@ -181,7 +181,8 @@ ssize_t UnixPair::StreamRecv(int me, RecvArgs& a) {
           ~WaitData() { n.fetch_sub(1, std::memory_order_relaxed); }
         } waiting(waitdata_[me]);
         r = WaitForIo(wq_[me], /*exclusive=*/false,
-                      copied ? SignalRule::kPartial : SignalRule::kRestartable,
+                      copied || a.batch_more ? SignalRule::kPartial
+                                             : SignalRule::kRestartable,
                       [this, me] { return RecvReady(me); });
       }
       mu_.Lock();

@@ -6,6 +6,8 @@
 // pending error that an error after some messages leaves for the next
 // call, and the checks before the descriptor is looked at.
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -17,6 +19,7 @@
 
 #include "conformance/io_helpers.h"
 #include "support/scm.h"
+#include "threads/waiter.h"
 
 namespace uepoll_test {
 namespace {
@@ -298,6 +301,43 @@ TEST_P(Mmsg, recvmmsg__a_pending_error_is_also_so_error) {
   ASSERT_EQ(B().getsockopt(sv[1], SOL_SOCKET, SO_ERROR, &err, &len), 0);
   EXPECT_EQ(err, EFAULT);
   EXPECT_ERRNO(B().recvmmsg(sv[1], in.vec(), 1, 0, nullptr), EAGAIN);
+}
+
+void OnUsr1(int) {}
+
+// The wait for a later message ends at a handled signal even under
+// SA_RESTART (the kernel's -ERESTARTSYS ends the batch instead of
+// restarting it): the messages so far come back, and the socket keeps that
+// internal code as its pending error, which SO_ERROR reports as 512.
+TEST_P(Mmsg, recvmmsg__a_signal_ends_the_wait_for_a_later_message) {
+  if (kTsan) GTEST_SKIP() << "a handler of a call that sleeps on (waiter.h)";
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = OnUsr1;
+  sa.sa_flags = SA_RESTART;
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  int sv[2];
+  Pair(sv, SOCK_DGRAM);  // blocking
+  ASSERT_EQ(Send(sv[0], "a"), 1);
+  Batch in(2, 8);
+  Waiter w([&](epoll_event*) {
+    return B().recvmmsg(sv[1], in.vec(), 2, 0, nullptr);
+  });
+  EXPECT_TRUE(w.Parked());
+  pthread_kill(w.handle(), SIGUSR1);
+  bool done = w.WaitDone();
+  if (!done) {
+    ASSERT_EQ(Send(sv[0], "z"), 1);  // let it go, then fail
+  }
+  EXPECT_TRUE(done) << "the signal did not end the batch";
+  ASSERT_TRUE(w.WaitDone());
+  EXPECT_EQ(w.result(), 1);
+  EXPECT_EQ(in.got(0), "a");
+  int err = 0;
+  socklen_t len = sizeof err;
+  ASSERT_EQ(B().getsockopt(sv[1], SOL_SOCKET, SO_ERROR, &err, &len), 0);
+  EXPECT_EQ(err, done ? 512 : 0);
+  ASSERT_EQ(sigaction(SIGUSR1, &old, nullptr), 0);
 }
 
 TEST_P(Mmsg, recvmmsg__a_streams_end_fills_every_entry_with_zero) {

@@ -90,10 +90,10 @@ inline char TaskState(pid_t tid) {
 // base/keeper_ring.h), or read (blocking I/O on its eventfd). When uepoll
 // changes how it sleeps, this list is what changes.
 inline constexpr long kSleepSyscalls[] = {
-    SYS_read,       SYS_write,          SYS_readv,       SYS_writev,
-    SYS_recvfrom,   SYS_recvmsg,        SYS_sendto,      SYS_sendmsg,
-    SYS_ppoll,      SYS_pselect6,       SYS_epoll_pwait, SYS_epoll_pwait2,
-    SYS_futex,      SYS_io_uring_enter,
+    SYS_read,        SYS_write,        SYS_readv,  SYS_writev,
+    SYS_recvfrom,    SYS_recvmsg,      SYS_sendto, SYS_sendmsg,
+    SYS_recvmmsg,    SYS_sendmmsg,     SYS_ppoll,  SYS_pselect6,
+    SYS_epoll_pwait, SYS_epoll_pwait2, SYS_futex,  SYS_io_uring_enter,
 #ifdef SYS_poll
     SYS_poll,
 #endif
