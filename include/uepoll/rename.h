@@ -11,7 +11,8 @@
  *     epoll_pwait2 eventfd eventfd_read eventfd_write pipe2 socketpair dup3
  *     timerfd_create timerfd_settime timerfd_gettime
  *     readv writev preadv pwritev sendto recvfrom sendmsg recvmsg
- *     sendmmsg recvmmsg fstatfs fstatvfs
+ *     sendmmsg recvmmsg fstatfs fstatvfs posix_fadvise posix_fallocate
+ *     fallocate readahead sync_file_range syncfs
  *     ppoll pselect closefrom fstatat statx
  *   at every call in C, and in C++ only at libc's number of arguments:
  *     read write close dup dup2 pipe poll fcntl close_range fstat pread
@@ -141,6 +142,14 @@ static inline int uepoll_rename_socketpair(int domain, int type, int protocol,
   uepoll_statx(dirfd, path, flags, mask, stx)
 #define fstatfs(fd, buf) uepoll_fstatfs(fd, buf)
 #define fstatvfs(fd, buf) uepoll_fstatvfs(fd, buf)
+#define posix_fadvise(fd, offset, len, advice) \
+  uepoll_posix_fadvise(fd, offset, len, advice)
+#define posix_fallocate(fd, offset, len) uepoll_posix_fallocate(fd, offset, len)
+#define fallocate(fd, mode, offset, len) uepoll_fallocate(fd, mode, offset, len)
+#define readahead(fd, offset, count) uepoll_readahead(fd, offset, count)
+#define sync_file_range(fd, offset, nbytes, flags) \
+  uepoll_sync_file_range(fd, offset, nbytes, flags)
+#define syncfs(fd) uepoll_syncfs(fd)
 
 #ifndef __cplusplus
 

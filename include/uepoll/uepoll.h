@@ -350,6 +350,20 @@ UEPOLL_API int uepoll_statx(int dirfd, const char *pathname, int flags,
  * anon_inodefs). */
 UEPOLL_API int uepoll_fstatfs(int fd, struct statfs *buf);
 UEPOLL_API int uepoll_fstatvfs(int fd, struct statvfs *buf);
+/* posix_fadvise, posix_fallocate, fallocate, readahead, sync_file_range
+ * and syncfs: on a uepoll object, the kernel's answer for an object of the
+ * same kind and access mode (a pipe's end, a socket, an anonymous-inode
+ * file). Nothing changes; EMFILE or ENFILE when no kernel object can be
+ * made for the question (docs/semantics.md D36). posix_fadvise and
+ * posix_fallocate return the error number, the others -1 and errno. */
+UEPOLL_API int uepoll_posix_fadvise(int fd, off_t offset, off_t len,
+                                    int advice);
+UEPOLL_API int uepoll_posix_fallocate(int fd, off_t offset, off_t len);
+UEPOLL_API int uepoll_fallocate(int fd, int mode, off_t offset, off_t len);
+UEPOLL_API ssize_t uepoll_readahead(int fd, off_t offset, size_t count);
+UEPOLL_API int uepoll_sync_file_range(int fd, off_t offset, off_t nbytes,
+                                      unsigned int flags);
+UEPOLL_API int uepoll_syncfs(int fd);
 
 /* Socket options and names on uepoll socket pairs, with the kernel's
  * values, errno and length rules (ENOTSOCK on other uepoll objects). The

@@ -46,6 +46,12 @@
   X(lseek)                   \
   X(fsync)                   \
   X(fdatasync)               \
+  X(posix_fadvise)           \
+  X(posix_fallocate)         \
+  X(fallocate)               \
+  X(readahead)               \
+  X(sync_file_range)         \
+  X(syncfs)                  \
   X(open)                    \
   X(pipe)                    \
   X(pipe2)                   \

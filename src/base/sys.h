@@ -97,6 +97,22 @@ inline off_t Lseek(int fd, off_t off, int whence) {
 }
 inline int Fsync(int fd) { return UEPOLL_SYS(fsync, fd); }
 inline int Fdatasync(int fd) { return UEPOLL_SYS(fdatasync, fd); }
+inline int PosixFadvise(int fd, off_t off, off_t len, int advice) {
+  return UEPOLL_SYS(posix_fadvise, fd, off, len, advice);
+}
+inline int PosixFallocate(int fd, off_t off, off_t len) {
+  return UEPOLL_SYS(posix_fallocate, fd, off, len);
+}
+inline int Fallocate(int fd, int mode, off_t off, off_t len) {
+  return UEPOLL_SYS(fallocate, fd, mode, off, len);
+}
+inline ssize_t Readahead(int fd, off_t off, size_t count) {
+  return UEPOLL_SYS(readahead, fd, off, count);
+}
+inline int SyncFileRange(int fd, off_t off, off_t n, unsigned int flags) {
+  return UEPOLL_SYS(sync_file_range, fd, off, n, flags);
+}
+inline int Syncfs(int fd) { return UEPOLL_SYS(syncfs, fd); }
 inline int Open(const char* path, int flags) {
   return UEPOLL_SYS(open, path, flags);
 }

@@ -458,6 +458,35 @@ EXPORT int fstatvfs(int fd, struct statvfs *buf) {
 EXPORT int fstatvfs64(int fd, struct statvfs64 *buf) {
   return uepoll_fstatvfs(fd, (struct statvfs *)buf);
 }
+/* The calls about a file's pages and filesystem (capi/hint_api.cc), and
+ * their 64 names (the same on x86-64). glibc's posix_fallocate makes the
+ * fallocate system call itself: it is defined too. */
+EXPORT int posix_fadvise(int fd, off_t offset, off_t len, int advice) {
+  return uepoll_posix_fadvise(fd, offset, len, advice);
+}
+EXPORT int posix_fadvise64(int fd, off64_t offset, off64_t len, int advice) {
+  return uepoll_posix_fadvise(fd, offset, len, advice);
+}
+EXPORT int posix_fallocate(int fd, off_t offset, off_t len) {
+  return uepoll_posix_fallocate(fd, offset, len);
+}
+EXPORT int posix_fallocate64(int fd, off64_t offset, off64_t len) {
+  return uepoll_posix_fallocate(fd, offset, len);
+}
+EXPORT int fallocate(int fd, int mode, off_t offset, off_t len) {
+  return uepoll_fallocate(fd, mode, offset, len);
+}
+EXPORT int fallocate64(int fd, int mode, off64_t offset, off64_t len) {
+  return uepoll_fallocate(fd, mode, offset, len);
+}
+EXPORT ssize_t readahead(int fd, off64_t offset, size_t count) {
+  return uepoll_readahead(fd, offset, count);
+}
+EXPORT int sync_file_range(int fd, off64_t offset, off64_t nbytes,
+                           unsigned int flags) {
+  return uepoll_sync_file_range(fd, offset, nbytes, flags);
+}
+EXPORT int syncfs(int fd) { return uepoll_syncfs(fd); }
 EXPORT int fsync(int fd) { return uepoll_fsync(fd); }
 EXPORT int fdatasync(int fd) { return uepoll_fdatasync(fd); }
 /* glibc's isatty is its tcgetattr, whose TCGETS ioctl is a system call of

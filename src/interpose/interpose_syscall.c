@@ -281,6 +281,20 @@ static long Dispatch(long n, long a0, long a1, long a2, long a3, long a4,
       return uepoll_sendmsg((int)a0, (const struct msghdr *)a1, (int)a2);
     case SYS_recvmsg:
       return recvmsg((int)a0, (struct msghdr *)a1, (int)a2);
+    case SYS_fadvise64: {
+      /* The system call fails -1 and errno; posix_fadvise returns it. */
+      int err = uepoll_posix_fadvise((int)a0, (off_t)a1, (off_t)a2, (int)a3);
+      return err ? Fail(err) : 0;
+    }
+    case SYS_fallocate:
+      return uepoll_fallocate((int)a0, (int)a1, (off_t)a2, (off_t)a3);
+    case SYS_readahead:
+      return uepoll_readahead((int)a0, (off_t)a1, (size_t)a2);
+    case SYS_sync_file_range:
+      return uepoll_sync_file_range((int)a0, (off_t)a1, (off_t)a2,
+                                    (unsigned)a3);
+    case SYS_syncfs:
+      return uepoll_syncfs((int)a0);
     case SYS_fstatfs:
       return uepoll_fstatfs((int)a0, (struct statfs *)a1);
     case SYS_sendmmsg:

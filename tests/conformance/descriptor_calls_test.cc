@@ -238,6 +238,56 @@ TEST_P(DescriptorCalls, fstatfs__errors_in_the_kernel_order) {
   EXPECT_ERRNO(B().fstatfs(-1, &sfs), EBADF);
 }
 
+// posix_fadvise, posix_fallocate, fallocate, readahead, sync_file_range
+// and syncfs: each kind's answer (Linux 6.18), in the kernel's order of
+// checks: the mode before the access, the access before the kind.
+TEST_P(DescriptorCalls, file_hints__each_kind_answers_as_the_kernel) {
+  int p[2], sv[2];
+  Pipe(p);
+  Pair(sv, SOCK_STREAM);
+  int e = Eventfd();
+  int ep = Epoll();
+  int t = Track(B().timerfd_create(CLOCK_MONOTONIC, 0));
+  ASSERT_GE(t, 0);
+  // A pipe: ESPIPE for advice and ranges; fallocate needs the write end.
+  for (int fd : {p[0], p[1]}) {
+    SCOPED_TRACE(fd);
+    EXPECT_EQ(B().posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL), ESPIPE);
+    EXPECT_EQ(B().posix_fadvise(fd, 0, 0, 99), ESPIPE);
+    EXPECT_ERRNO(B().sync_file_range(fd, 0, 10, 0), ESPIPE);
+    EXPECT_ERRNO(B().sync_file_range(fd, 0, 10, 0x100), EINVAL);
+    EXPECT_ERRNO(B().sync_file_range(fd, -1, 10, 0), EINVAL);
+    EXPECT_ERRNO(B().fallocate(fd, 0, -1, 10), EINVAL);
+    EXPECT_ERRNO(B().fallocate(fd, FALLOC_FL_PUNCH_HOLE, 0, 10), EOPNOTSUPP);
+    EXPECT_EQ(B().syncfs(fd), 0);
+  }
+  EXPECT_EQ(B().posix_fallocate(p[0], 0, 10), EBADF);
+  EXPECT_ERRNO(B().fallocate(p[0], 0, 0, 10), EBADF);
+  EXPECT_ERRNO(B().readahead(p[0], 0, 10), EINVAL);
+  EXPECT_EQ(B().posix_fallocate(p[1], 0, 10), ESPIPE);
+  EXPECT_ERRNO(B().fallocate(p[1], 0, 0, 10), ESPIPE);
+  EXPECT_ERRNO(B().readahead(p[1], 0, 10), EBADF);
+  // A socket and the anonymous-inode kinds: advice is taken (and ignored),
+  // space cannot be allocated, no range can be synced.
+  for (int fd : {sv[0], e, ep, t}) {
+    SCOPED_TRACE(fd);
+    EXPECT_EQ(B().posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL), 0);
+    EXPECT_EQ(B().posix_fadvise(fd, 0, 0, 99), EINVAL);
+    EXPECT_EQ(B().posix_fadvise(fd, 0, -1, POSIX_FADV_NORMAL), EINVAL);
+    EXPECT_EQ(B().posix_fallocate(fd, 0, 10), ENODEV);
+    EXPECT_ERRNO(B().fallocate(fd, 0, 0, 10), ENODEV);
+    EXPECT_ERRNO(B().readahead(fd, 0, 10), EINVAL);
+    EXPECT_ERRNO(B().sync_file_range(fd, 0, 10, 0), ESPIPE);
+    EXPECT_EQ(B().syncfs(fd), 0);
+  }
+  EXPECT_EQ(B().posix_fadvise(B().closed_fd, 0, 0, 0), EBADF);
+  EXPECT_ERRNO(B().fallocate(B().closed_fd, 0, 0, 10), EBADF);
+  EXPECT_ERRNO(B().syncfs(B().closed_fd), EBADF);
+  // None of them changed the objects.
+  EXPECT_EQ(WriteStr(p[1], "x"), 1);
+  EXPECT_EQ(ReadStr(p[0], 4), "x");
+}
+
 TEST_P(DescriptorCalls, fstatat__only_an_empty_path_names_the_object) {
   int p[2];
   Pipe(p);

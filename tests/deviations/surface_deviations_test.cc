@@ -418,6 +418,34 @@ TEST_F(SurfaceDeviations, TeeAndVmspliceOnUepollPipesAreEbadf) {
   for (int fd : {kp[0], kp[1], kq[0], kq[1]}) ::close(fd);
 }
 
+// D36: posix_fadvise and the other calls about a file's pages ask the
+// kernel with an object of the kind made for the question; with a full
+// table none can be made and the call fails EMFILE, where a kernel pipe
+// answers. Once a number is free they answer again.
+TEST_F(SurfaceDeviations, FileHintsWithAFullTableFailEmfile) {
+  int p[2], kp[2];
+  ASSERT_EQ(uepoll_pipe(p), 0);
+  ASSERT_EQ(::pipe(kp), 0);
+  {
+    FullTable table;
+    ASSERT_TRUE(table.full());
+    EXPECT_EQ(::posix_fadvise(kp[0], 0, 0, POSIX_FADV_SEQUENTIAL), ESPIPE);
+    EXPECT_EQ(uepoll_posix_fadvise(p[0], 0, 0, POSIX_FADV_SEQUENTIAL), EMFILE);
+    EXPECT_EQ(uepoll_posix_fallocate(p[1], 0, 1), EMFILE);
+    errno = 0;
+    EXPECT_EQ(uepoll_fallocate(p[1], 0, 0, 1), -1);
+    EXPECT_EQ(errno, EMFILE);
+    errno = 0;
+    EXPECT_EQ(uepoll_syncfs(p[0]), -1);
+    EXPECT_EQ(errno, EMFILE);
+  }
+  EXPECT_EQ(uepoll_posix_fadvise(p[0], 0, 0, POSIX_FADV_SEQUENTIAL), ESPIPE);
+  EXPECT_EQ(uepoll_syncfs(p[0]), 0);
+  for (int fd : {p[0], p[1]}) EXPECT_EQ(uepoll_close(fd), 0);
+  ::close(kp[0]);
+  ::close(kp[1]);
+}
+
 // D27 (a): a kernel descriptor in flight over a uepoll pair is a
 // close-on-exec duplicate uepoll holds until the message is received or
 // purged (a descriptor of the process, which counts against

@@ -15,7 +15,9 @@
  *   - batches: sendmmsg and recvmmsg on a stream pair (by name and
  *     through syscall()), descriptors received in a batch over a kernel
  *     socket; fstatfs, fstatfs64 and fstatvfs (glibc's calls its internal
- *     fstatfs) on a pipe, a socket and an eventfd;
+ *     fstatfs) on a pipe, a socket and an eventfd; posix_fadvise,
+ *     fallocate, readahead, sync_file_range and syncfs, by name and
+ *     through syscall();
  *   - Python's io.open and C's stdio on a descriptor: isatty, tcgetattr,
  *     lseek (is it seekable?) and fsync on a pipe, a socket and an
  *     eventfd, by name and through syscall();
@@ -456,6 +458,18 @@ static void Batches(void) {
     CHECK(fstatvfs(kinds[i].fd, &v) == 0 && v.f_namemax == 255 &&
           v.f_blocks == 0 && v.f_flag == 0);
   }
+  /* posix_fadvise (as coreutils calls it on every input), fallocate and
+   * the other calls about a file's pages: the kind's answer. */
+  CHECK(posix_fadvise(p[0], 0, 0, POSIX_FADV_SEQUENTIAL) == ESPIPE);
+  CHECK(posix_fadvise64(sv[0], 0, 0, POSIX_FADV_SEQUENTIAL) == 0);
+  CHECK(syscall(SYS_fadvise64, p[0], 0, 0, POSIX_FADV_SEQUENTIAL) == -1 &&
+        errno == ESPIPE);
+  CHECK(posix_fallocate(sv[0], 0, 10) == ENODEV);
+  CHECK(fallocate(p[1], 0, 0, 10) == -1 && errno == ESPIPE);
+  CHECK(syscall(SYS_fallocate, efd, 0, 0, 10) == -1 && errno == ENODEV);
+  CHECK(readahead(p[0], 0, 10) == -1 && errno == EINVAL);
+  CHECK(sync_file_range(sv[0], 0, 10, 0) == -1 && errno == ESPIPE);
+  CHECK(syncfs(efd) == 0 && syscall(SYS_syncfs, p[0]) == 0);
   close(efd);
   close(got);
   for (int i = 0; i < 2; ++i) {

@@ -174,6 +174,9 @@ int main(void) {
     struct statvfs sv;
     CHECK(fstatfs(p[0], &sfs) == 0 && sfs.f_type == 0x50495045);
     CHECK(fstatvfs(e, &sv) == 0 && sv.f_namemax == 255);
+    CHECK(posix_fadvise(p[0], 0, 0, POSIX_FADV_SEQUENTIAL) == ESPIPE);
+    CHECK(fallocate(e, 0, 0, 1) == -1 && errno == ENODEV);
+    CHECK(syncfs(s[0]) == 0);
     int type = 0;
     socklen_t len = sizeof type;
     CHECK(getsockopt(s[0], SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&

@@ -79,7 +79,8 @@ const Backend kKernel = {
     1000, ::timerfd_create, ::timerfd_settime, ::timerfd_gettime, ::fstat,
     ::fstatat, KStatx, ::getsockopt, ::setsockopt, KGetsockname, KGetpeername,
     ::sendfile, KSplice, ::close_range, ::pread, ::lseek, ::fsync, ::fdatasync,
-    ::sendmmsg, ::recvmmsg, ::fstatfs, ::fstatvfs};
+    ::sendmmsg, ::recvmmsg, ::fstatfs, ::fstatvfs, ::posix_fadvise,
+    ::posix_fallocate, ::fallocate, ::readahead, ::sync_file_range, ::syncfs};
 
 // uepoll's descriptor limit: RLIMIT_NOFILE, as for the kernel, when its
 // numbers are the kernel's (the default); its own limit in the disjoint
@@ -104,7 +105,8 @@ const Backend kUepoll = {
     uepoll_setsockopt, uepoll_getsockname, uepoll_getpeername, uepoll_sendfile,
     uepoll_splice, uepoll_close_range, uepoll_pread, uepoll_lseek, uepoll_fsync,
     uepoll_fdatasync, uepoll_sendmmsg, uepoll_recvmmsg, uepoll_fstatfs,
-    uepoll_fstatvfs};
+    uepoll_fstatvfs, uepoll_posix_fadvise, uepoll_posix_fallocate,
+    uepoll_fallocate, uepoll_readahead, uepoll_sync_file_range, uepoll_syncfs};
 
 }  // namespace
 

@@ -97,6 +97,14 @@ struct Backend {
                   struct timespec* timeout);
   int (*fstatfs)(int fd, struct statfs* buf);
   int (*fstatvfs)(int fd, struct statvfs* buf);
+  // The calls about a file's pages (posix_fadvise and posix_fallocate
+  // return the error number).
+  int (*posix_fadvise)(int fd, off_t off, off_t len, int advice);
+  int (*posix_fallocate)(int fd, off_t off, off_t len);
+  int (*fallocate)(int fd, int mode, off_t off, off_t len);
+  ssize_t (*readahead)(int fd, off_t off, size_t count);
+  int (*sync_file_range)(int fd, off_t off, off_t n, unsigned int flags);
+  int (*syncfs)(int fd);
 };
 
 const Backend& KernelBackend();
