@@ -19,6 +19,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -727,6 +728,83 @@ TEST_F(BridgeNumbering, UepollCallsOnKernelDescriptorsGiveLibcsOutcome) {
              long r = uepoll_poll(p, 3, 0);
              return r * 1000000 + p[0].revents * 1000 + p[1].revents;
            })},
+      {"sendmmsg socket",
+       R(
+           [](Twins& tw, int i) {
+             char c = 'm';
+             iovec io{&c, 1};
+             mmsghdr m[2] = {};
+             m[0].msg_hdr.msg_iov = m[1].msg_hdr.msg_iov = &io;
+             m[0].msg_hdr.msg_iovlen = m[1].msg_hdr.msg_iovlen = 1;
+             return long{::sendmmsg(tw.sb[i], m, 2, MSG_NOSIGNAL)} * 10 +
+                    m[1].msg_len;
+           },
+           [](Twins& tw, int i) {
+             char c = 'm';
+             iovec io{&c, 1};
+             mmsghdr m[2] = {};
+             m[0].msg_hdr.msg_iov = m[1].msg_hdr.msg_iov = &io;
+             m[0].msg_hdr.msg_iovlen = m[1].msg_hdr.msg_iovlen = 1;
+             return long{uepoll_sendmmsg(tw.sb[i], m, 2, MSG_NOSIGNAL)} * 10 +
+                    m[1].msg_len;
+           })},
+      {"recvmmsg socket",
+       R(
+           [](Twins& tw, int i) {
+             char c[2][4];
+             iovec io[2] = {{c[0], 4}, {c[1], 4}};
+             mmsghdr m[2] = {};
+             m[0].msg_hdr.msg_iov = &io[0];
+             m[1].msg_hdr.msg_iov = &io[1];
+             m[0].msg_hdr.msg_iovlen = m[1].msg_hdr.msg_iovlen = 1;
+             return long{::recvmmsg(tw.sa[i], m, 2, MSG_DONTWAIT, nullptr)};
+           },
+           [](Twins& tw, int i) {
+             char c[2][4];
+             iovec io[2] = {{c[0], 4}, {c[1], 4}};
+             mmsghdr m[2] = {};
+             m[0].msg_hdr.msg_iov = &io[0];
+             m[1].msg_hdr.msg_iov = &io[1];
+             m[0].msg_hdr.msg_iovlen = m[1].msg_hdr.msg_iovlen = 1;
+             return long{
+                 uepoll_recvmmsg(tw.sa[i], m, 2, MSG_DONTWAIT, nullptr)};
+           })},
+      {"fstatfs pipe", R(
+                           [](Twins& tw, int i) {
+                             struct statfs f {};
+                             long r = ::fstatfs(tw.rd[i], &f);
+                             return r * 1000 + (f.f_type == 0x50495045);
+                           },
+                           [](Twins& tw, int i) {
+                             struct statfs f {};
+                             long r = uepoll_fstatfs(tw.rd[i], &f);
+                             return r * 1000 + (f.f_type == 0x50495045);
+                           })},
+      {"posix_fadvise file", R(
+                                 [](Twins& tw, int i) {
+                                   return ::posix_fadvise(
+                                       tw.file[i], 0, 0, POSIX_FADV_SEQUENTIAL);
+                                 },
+                                 [](Twins& tw, int i) {
+                                   return uepoll_posix_fadvise(
+                                       tw.file[i], 0, 0, POSIX_FADV_SEQUENTIAL);
+                                 })},
+      {"posix_fadvise pipe",
+       R(
+           [](Twins& tw, int i) {
+             return ::posix_fadvise(tw.rd[i], 0, 0, POSIX_FADV_SEQUENTIAL);
+           },
+           [](Twins& tw, int i) {
+             return uepoll_posix_fadvise(tw.rd[i], 0, 0, POSIX_FADV_SEQUENTIAL);
+           })},
+      {"fallocate eventfd",
+       R([](Twins& tw, int i) { return ::fallocate(tw.efd[i], 0, 0, 1); },
+         [](Twins& tw, int i) {
+           return uepoll_fallocate(tw.efd[i], 0, 0, 1);
+         })},
+      {"syncfs file",
+       R([](Twins& tw, int i) { return ::syncfs(tw.file[i]); },
+         [](Twins& tw, int i) { return uepoll_syncfs(tw.file[i]); })},
       {"close", R([](Twins& tw, int i) { return ::close(tw.sb[i]); },
                   [](Twins& tw, int i) { return uepoll_close(tw.sb[i]); })},
       {"close again",
