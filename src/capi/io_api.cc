@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <ctime>
@@ -214,9 +215,24 @@ ssize_t RecvMsg(UnixSocket* s, msghdr* umsg, int flags,
   return r;
 }
 
+// An entry's message and length, by address: the entry may be a pointer
+// the caller made up (NULL, or beyond its array), which the checks of
+// CopyMsghdr and PutMsgLen answer EFAULT, and which must not be
+// dereferenced to find its fields.
+static_assert(offsetof(mmsghdr, msg_hdr) == 0);
+msghdr* HdrOf(mmsghdr* entry) { return reinterpret_cast<msghdr*>(entry); }
+unsigned int* LenOf(mmsghdr* entry) {
+  return reinterpret_cast<unsigned int*>(reinterpret_cast<uintptr_t>(entry) +
+                                         offsetof(mmsghdr, msg_len));
+}
+mmsghdr* Entry(mmsghdr* vec, unsigned int i) {
+  return reinterpret_cast<mmsghdr*>(reinterpret_cast<uintptr_t>(vec) +
+                                    i * sizeof(mmsghdr));
+}
+
 // Where a message's length is written back (put_user of msg_len).
 bool PutMsgLen(mmsghdr* entry, ssize_t len) {
-  unsigned int* p = &entry->msg_len;
+  unsigned int* p = LenOf(entry);
   if (UserFault(p) || !AccessOk(p, sizeof *p)) return false;
   unsigned int v = static_cast<unsigned int>(len);
   std::memcpy(p, &v, sizeof v);
@@ -232,13 +248,13 @@ int SendMmsg(UnixSocket* s, mmsghdr* vec, unsigned int vlen, int flags) {
   unsigned int sent = 0;
   ssize_t err = 0;
   while (sent < vlen) {
-    mmsghdr* e = vec + sent;
+    mmsghdr* e = Entry(vec, sent);
     int eor = 0;
     if (!UserFault(e) && AccessOk(e, sizeof *e)) {
       eor = e->msg_hdr.msg_flags & MSG_EOR;
     }
     size_t total = 0;
-    err = SendMsg(s, &e->msg_hdr, flags | eor, &total);
+    err = SendMsg(s, HdrOf(e), flags | eor, &total);
     if (err < 0) break;
     if (!PutMsgLen(e, err)) {
       err = -EFAULT;
@@ -268,8 +284,8 @@ int RecvMmsg(UnixSocket* s, mmsghdr* vec, unsigned int vlen, int flags,
   unsigned int got = 0;
   ssize_t err = 0;
   while (got < vlen) {
-    mmsghdr* e = vec + got;
-    err = RecvMsg(s, &e->msg_hdr, flags & ~MSG_WAITFORONE, got > 0);
+    mmsghdr* e = Entry(vec, got);
+    err = RecvMsg(s, HdrOf(e), flags & ~MSG_WAITFORONE, got > 0);
     if (err < 0) break;
     if (!PutMsgLen(e, err)) {
       err = -EFAULT;
@@ -434,11 +450,11 @@ int uepoll_sendmmsg(int sockfd, struct mmsghdr* msgvec, unsigned int vlen,
     // An entry that cannot be read is left to the kernel to fail.
     unsigned int n = vlen;
     for (unsigned int i = 0; i < vlen; ++i) {
-      if (uepoll::impl::UserFault(msgvec + i) ||
-          !uepoll::impl::AccessOk(msgvec + i, sizeof *msgvec)) {
+      mmsghdr* e = uepoll::impl::Entry(msgvec, i);
+      if (uepoll::impl::UserFault(e) || !uepoll::impl::AccessOk(e, sizeof *e)) {
         break;
       }
-      if (int err = uepoll::impl::ExportRights(&msgvec[i].msg_hdr)) {
+      if (int err = uepoll::impl::ExportRights(uepoll::impl::HdrOf(e))) {
         if (i == 0) return ToErrno(err);
         n = i;
         break;
