@@ -166,7 +166,7 @@ int CheckSendControl(const msghdr& h) {
 // ___sys_sendmsg; *total, when given, is the message's length in bytes
 // (sendmmsg stops after a message it sent only part of).
 ssize_t SendMsg(UnixSocket* s, const msghdr* umsg, int flags,
-                size_t* total = nullptr) {
+                size_t* total = nullptr, bool batch_more = false) {
   Msg m;
   if (int err = CopyMsghdr(umsg, m)) return err;
   if (int err = CheckSendControl(m.h)) return err;
@@ -179,7 +179,8 @@ ssize_t SendMsg(UnixSocket* s, const msghdr* umsg, int flags,
              namelen ? static_cast<const sockaddr*>(m.h.msg_name) : nullptr,
              namelen,
              m.h.msg_controllen ? m.h.msg_control : nullptr,
-             m.h.msg_controllen};
+             m.h.msg_controllen,
+             batch_more};
   ssize_t r = s->SendMsg(a);
   // wait_for_unix_gc: a send that passed descriptors may have completed a
   // cycle of sockets nobody else holds.
@@ -251,10 +252,15 @@ int SendMmsg(UnixSocket* s, mmsghdr* vec, unsigned int vlen, int flags) {
     mmsghdr* e = Entry(vec, sent);
     int eor = 0;
     if (!UserFault(e) && AccessOk(e, sizeof *e)) {
-      eor = e->msg_hdr.msg_flags & MSG_EOR;
+      int entry_flags;  // the array need not be aligned for the kernel
+      std::memcpy(
+          &entry_flags,
+          reinterpret_cast<const char*>(e) + offsetof(msghdr, msg_flags),
+          sizeof entry_flags);
+      eor = entry_flags & MSG_EOR;
     }
     size_t total = 0;
-    err = SendMsg(s, HdrOf(e), flags | eor, &total);
+    err = SendMsg(s, HdrOf(e), flags | eor, &total, sent > 0);
     if (err < 0) break;
     if (!PutMsgLen(e, err)) {
       err = -EFAULT;
@@ -280,7 +286,7 @@ int RecvMmsg(UnixSocket* s, mmsghdr* vec, unsigned int vlen, int flags,
   if (!(flags & MSG_ERRQUEUE)) {
     if (int pending = s->pair()->TakeError(s->side())) return -pending;
   }
-  if (vlen > static_cast<unsigned int>(kUioMaxIov)) vlen = kUioMaxIov;
+  // No cap on vlen here: only sendmmsg's is UIO_MAXIOV.
   unsigned int got = 0;
   ssize_t err = 0;
   while (got < vlen) {
@@ -293,21 +299,27 @@ int RecvMmsg(UnixSocket* s, mmsghdr* vec, unsigned int vlen, int flags,
     }
     ++got;
     // RecvMsg wrote the entry's msg_flags back.
-    int msg_flags = e->msg_hdr.msg_flags;
+    int msg_flags;
+    std::memcpy(&msg_flags,
+                reinterpret_cast<const char*>(e) + offsetof(msghdr, msg_flags),
+                sizeof msg_flags);
     err = 0;
     if (flags & MSG_WAITFORONE) flags |= MSG_DONTWAIT;
     if (end) {
       timespec now;
       clock_gettime(CLOCK_MONOTONIC, &now);
-      long long ns =
-          (static_cast<long long>(end->tv_sec) - now.tv_sec) * 1000000000LL +
-          (end->tv_nsec - now.tv_nsec);
-      if (ns <= 0) {
+      // timespec64_sub, normalized: both are at or after the epoch of the
+      // monotonic clock, so neither part overflows.
+      timespec d{end->tv_sec - now.tv_sec, end->tv_nsec - now.tv_nsec};
+      if (d.tv_nsec < 0) {
+        d.tv_nsec += 1000000000L;
+        --d.tv_sec;
+      }
+      if (d.tv_sec < 0 || (d.tv_sec == 0 && d.tv_nsec == 0)) {
         *left = timespec{0, 0};
         break;
       }
-      left->tv_sec = static_cast<time_t>(ns / 1000000000LL);
-      left->tv_nsec = static_cast<long>(ns % 1000000000LL);
+      *left = d;
     }
     if (msg_flags & MSG_OOB) break;
   }
@@ -333,18 +345,19 @@ int RecvmmsgEnd(const timespec& t, timespec* end) {
     *end = timespec{0, 0};
     return 0;
   }
+  // timespec64_add_safe: the sum, or {TIME64_MAX, 0} when the seconds
+  // overflow (the nanoseconds' carry included).
   timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
-  if (t.tv_sec > std::numeric_limits<time_t>::max() - now.tv_sec - 1) {
-    *end = timespec{std::numeric_limits<time_t>::max(), 999999999L};
+  long nsec = now.tv_nsec + t.tv_nsec;
+  time_t carry = nsec >= 1000000000L ? 1 : 0;
+  if (carry) nsec -= 1000000000L;
+  constexpr time_t kMax = std::numeric_limits<time_t>::max();
+  if (t.tv_sec > kMax - now.tv_sec - carry) {
+    *end = timespec{kMax, 0};
     return 0;
   }
-  end->tv_sec = now.tv_sec + t.tv_sec;
-  end->tv_nsec = now.tv_nsec + t.tv_nsec;
-  if (end->tv_nsec >= 1000000000L) {
-    end->tv_nsec -= 1000000000L;
-    ++end->tv_sec;
-  }
+  *end = timespec{now.tv_sec + t.tv_sec + carry, nsec};
   return 0;
 }
 
@@ -448,6 +461,10 @@ int uepoll_sendmmsg(int sockfd, struct mmsghdr* msgvec, unsigned int vlen,
     // sendmsg; a message whose cannot be ends the batch before it (and
     // fails the call when it is the first).
     // An entry that cannot be read is left to the kernel to fail.
+    // __sys_sendmmsg sends at most UIO_MAXIOV messages.
+    if (vlen > static_cast<unsigned int>(uepoll::impl::kUioMaxIov)) {
+      vlen = uepoll::impl::kUioMaxIov;
+    }
     unsigned int n = vlen;
     for (unsigned int i = 0; i < vlen; ++i) {
       mmsghdr* e = uepoll::impl::Entry(msgvec, i);

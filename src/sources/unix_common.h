@@ -100,6 +100,9 @@ struct SendArgs {
   socklen_t namelen;     // clamped to sizeof(sockaddr_storage)
   const void* control;   // msg_control (already checked), or null
   size_t controllen;
+  // A later entry of a sendmmsg: the kernel's -ERESTARTSYS ends the batch
+  // instead of restarting, so any handled signal ends the wait (-EINTR).
+  bool batch_more = false;
 };
 
 // One recvmsg (the kernel's struct msghdr in ____sys_recvmsg).

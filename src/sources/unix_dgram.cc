@@ -74,7 +74,7 @@ ssize_t UnixPair::MsgSend(int me, SendArgs& a) {
   } else if (len > static_cast<size_t>(kSndBuf - 32)) {
     err = -EMSGSIZE;
   } else {
-    err = ChargeForSend(me, truesize, a.flags & MSG_DONTWAIT, false);
+    err = ChargeForSend(me, truesize, a.flags & MSG_DONTWAIT, a.batch_more);
     if (!err) {
       skb = Skb::Alloc(len, truesize);
       if (!skb) {

@@ -52,7 +52,7 @@ ssize_t UnixPair::StreamSend(int me, SendArgs& a) {
     long truesize = SkbTruesize(size);
     // sock_alloc_send_pskb: its EPIPE (a shutdown while we waited) raises
     // no signal.
-    err = ChargeForSend(me, truesize, nonblock, sent != 0);
+    err = ChargeForSend(me, truesize, nonblock, sent != 0 || a.batch_more);
     if (err) break;
     // Allocate and fill outside mu_, so that the peer never waits for the
     // allocator, as the kernel copies into the skb before taking the
