@@ -95,16 +95,24 @@ using uepoll::impl::SetErrno;
 
 extern "C" {
 
+// These two report through their return value and leave errno alone, as
+// glibc's do, even when the stand-in cannot be made.
 int uepoll_posix_fadvise(int fd, off_t offset, off_t len, int advice) {
-  return OnStandIn(
+  int saved = errno;
+  int r = OnStandIn(
       fd, [&](int k) { return sys::PosixFadvise(k, offset, len, advice); },
       [](int err) { return err; });
+  errno = saved;
+  return r;
 }
 
 int uepoll_posix_fallocate(int fd, off_t offset, off_t len) {
-  return OnStandIn(
+  int saved = errno;
+  int r = OnStandIn(
       fd, [&](int k) { return sys::PosixFallocate(k, offset, len); },
       [](int err) { return err; });
+  errno = saved;
+  return r;
 }
 
 int uepoll_fallocate(int fd, int mode, off_t offset, off_t len) {

@@ -430,7 +430,9 @@ TEST_F(SurfaceDeviations, FileHintsWithAFullTableFailEmfile) {
     FullTable table;
     ASSERT_TRUE(table.full());
     EXPECT_EQ(::posix_fadvise(kp[0], 0, 0, POSIX_FADV_SEQUENTIAL), ESPIPE);
+    errno = 0;
     EXPECT_EQ(uepoll_posix_fadvise(p[0], 0, 0, POSIX_FADV_SEQUENTIAL), EMFILE);
+    EXPECT_EQ(errno, 0) << "reported by the return value only";
     EXPECT_EQ(uepoll_posix_fallocate(p[1], 0, 1), EMFILE);
     errno = 0;
     EXPECT_EQ(uepoll_fallocate(p[1], 0, 0, 1), -1);
