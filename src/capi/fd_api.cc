@@ -10,6 +10,7 @@
 #include "base/sys.h"
 #include "capi/errors.h"
 #include "capi/interpose_hooks.h"
+#include "capi/stand_in.h"
 #include "capi/user_access.h"
 #include "core/fd_table.h"
 #include "core/sigio.h"
@@ -268,9 +269,26 @@ int uepoll_fcntl(int fd, int cmd, ...) {
     case F_SETPIPE_SZ:
       return static_cast<int>(
           ToErrno(uepoll::impl::PipeFcntl(f.get(), cmd, arg)));
+    case F_GETLEASE:
+    case F_SETLEASE:
+    case F_NOTIFY:
+    case F_GET_SEALS:
+    case F_ADD_SEALS: {
+      // Leases need a regular file, notifications a directory, seals a
+      // memfd: on these kinds they only ever answer, never change state, so
+      // the kernel is asked with a stand-in (capi/stand_in.h).
+      int fds[2];
+      if (int err = uepoll::impl::MakeStandIn(f.get(), fds)) {
+        return ToErrno(err);
+      }
+      int r = sys::Fcntl(fds[0], cmd, arg);
+      uepoll::impl::CloseStandIn(fds);
+      return r;
+    }
     default:
-      // Leases, locks, notifications, seals, hints...: nothing of it has a
-      // meaning for uepoll objects yet (docs/semantics.md D3).
+      // Locks and write hints are state of the file (of its inode, for a
+      // pipe's hints) that no stand-in could keep: EINVAL
+      // (docs/semantics.md D3).
       return ToErrno(-EINVAL);
   }
 }

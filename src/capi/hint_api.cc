@@ -17,54 +17,17 @@
 // docs/semantics.md D36.
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <uepoll/uepoll.h>
 
 #include "base/sys.h"
 #include "capi/errors.h"
+#include "capi/stand_in.h"
 #include "core/fd_table.h"
 
 namespace uepoll::impl {
 namespace {
-
-// A kernel object standing for f: its descriptor in fds[0] (and the other
-// end of a pipe in fds[1], -1 otherwise), or -errno.
-int MakeStandIn(File* f, int fds[2]) {
-  fds[0] = fds[1] = -1;
-  switch (f->kind()) {
-    case FileKind::kPipe: {
-      int p[2];
-      if (sys::Pipe2(p, O_CLOEXEC) != 0) return -errno;
-      bool read_end = (f->flags() & O_ACCMODE) == O_RDONLY;
-      fds[0] = read_end ? p[0] : p[1];
-      fds[1] = read_end ? p[1] : p[0];
-      return 0;
-    }
-    case FileKind::kSocket: {
-      int s = sys::Socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (s < 0) return -errno;
-      fds[0] = s;
-      return 0;
-    }
-    default: {
-      int e = sys::Eventfd(0, EFD_CLOEXEC);
-      if (e < 0) return -errno;
-      fds[0] = e;
-      return 0;
-    }
-  }
-}
-
-void CloseStandIn(const int fds[2]) {
-  int saved = errno;
-  for (int i = 0; i < 2; ++i) {
-    if (fds[i] >= 0) sys::Close(fds[i]);
-  }
-  errno = saved;
-}
 
 // call(kernel_fd) for the uepoll object at fd, or call(fd) itself when the
 // number is not uepoll's. Returns what the call returned, with its errno;

@@ -288,6 +288,29 @@ TEST_P(DescriptorCalls, file_hints__each_kind_answers_as_the_kernel) {
   EXPECT_EQ(ReadStr(p[0], 4), "x");
 }
 
+// fcntl's leases, directory notifications and seals: on these kinds they
+// answer and never take (F_UNLCK; EINVAL for a lease, which needs a
+// regular file; ENOTDIR; EINVAL for the seals of a file that is not a
+// memfd, EPERM for sealing a pipe's read end).
+TEST_P(DescriptorCalls, fcntl__leases_notify_and_seals_as_the_kernel) {
+  int p[2], sv[2];
+  Pipe(p);
+  Pair(sv, SOCK_STREAM);
+  int e = Eventfd();
+  int ep = Epoll();
+  for (int fd : {p[0], p[1], sv[0], e, ep}) {
+    SCOPED_TRACE(fd);
+    EXPECT_EQ(B().fcntl(fd, F_GETLEASE, 0), F_UNLCK);
+    EXPECT_ERRNO(B().fcntl(fd, F_SETLEASE, F_RDLCK), EINVAL);
+    EXPECT_ERRNO(B().fcntl(fd, F_SETLEASE, F_UNLCK), EINVAL);
+    EXPECT_ERRNO(B().fcntl(fd, F_NOTIFY, DN_MODIFY), ENOTDIR);
+    EXPECT_ERRNO(B().fcntl(fd, F_GET_SEALS, 0), EINVAL);
+    EXPECT_ERRNO(B().fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE),
+                 fd == p[0] ? EPERM : EINVAL);
+    EXPECT_EQ(B().fcntl(fd, F_GETLEASE, 0), F_UNLCK) << "nothing was taken";
+  }
+}
+
 TEST_P(DescriptorCalls, fstatat__only_an_empty_path_names_the_object) {
   int p[2];
   Pipe(p);

@@ -61,18 +61,20 @@ TEST_F(Deviations, EventfdReadIntoNullFailsWithoutConsuming) {
 // pipe-size commands; leases, locks and directory notifications are EINVAL
 // (the kernel answers F_GETLEASE with F_UNLCK on a pipe, and F_NOTIFY 0
 // with 0).
-TEST_F(Deviations, FcntlLeasesLocksAndNotifyAreEinval) {
+TEST_F(Deviations, FcntlLocksAndWriteHintsAreEinval) {
   int p[2];
   ASSERT_EQ(uepoll_pipe(p), 0);
-  EXPECT_EQ(uepoll_fcntl(p[0], F_GETLEASE), -1);
-  EXPECT_EQ(errno, EINVAL);
-  EXPECT_EQ(uepoll_fcntl(p[0], F_NOTIFY, 0), -1);
-  EXPECT_EQ(errno, EINVAL);
   struct flock fl {};
   fl.l_type = F_RDLCK;
   EXPECT_EQ(uepoll_fcntl(p[0], F_GETLK, &fl), -1);
   EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(uepoll_fcntl(p[0], F_SETLK, &fl), -1);
+  EXPECT_EQ(errno, EINVAL);
+  uint64_t hint = 0;
+  EXPECT_EQ(uepoll_fcntl(p[0], F_GET_RW_HINT, &hint), -1);
+  EXPECT_EQ(errno, EINVAL);
   EXPECT_EQ(uepoll_fcntl(p[0], F_GETOWN), 0) << "answered now";
+  EXPECT_EQ(uepoll_fcntl(p[0], F_GETLEASE), F_UNLCK) << "answered now";
   EXPECT_EQ(uepoll_close(p[0]), 0);
   EXPECT_EQ(uepoll_close(p[1]), 0);
 }
