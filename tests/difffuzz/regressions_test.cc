@@ -36,17 +36,20 @@ TEST(DiffFuzzRegressions, interpreter__basic_sequence_agrees) {
   });
 }
 
-// The harness must see a difference where one exists: fcntl F_GETLEASE is
-// a documented deviation (docs/semantics.md D3: the kernel answers F_UNLCK
-// on a pipe, uepoll EINVAL).
+// The harness must see a difference where one exists: fcntl's locks are
+// a documented deviation (docs/semantics.md D3: the kernel reads the
+// struct flock, and a NULL one fails EFAULT; uepoll answers EINVAL).
+// (F_GETLEASE served here until uepoll answered it as the kernel does.)
 TEST(DiffFuzzRegressions, interpreter__reports_a_known_deviation) {
   Mismatch m;
   EXPECT_FALSE(RunSequence({{K::kPipe2, {0, 0, 0, 0}, 0, O_NONBLOCK, 0},
-                            {K::kFcntl, {0, 0, 0, 0}, F_GETLEASE, 0, 0}},
+                            {K::kFcntl, {0, 0, 0, 0}, F_GETLK, 0, 0}},
                            &m));
   EXPECT_EQ(m.index, 1u);
-  EXPECT_EQ(m.kernel.ret, F_UNLCK);
+  EXPECT_EQ(m.kernel.ret, -1);
+  EXPECT_EQ(m.kernel.err, EFAULT);
   EXPECT_EQ(m.uepoll.ret, -1);
+  EXPECT_EQ(m.uepoll.err, EINVAL);
 }
 
 // 32 pipes: every one of the kFdSpan numbers is in use.
