@@ -122,7 +122,7 @@ void TimerFd::FireNode(TimerNode* n, TimerBase base, int64_t now) {
       } else {
         // Not due on its own clock (re-armed later, or the realtime clock
         // stepped back): back on the queue.
-        TimerQueue::Get().Arm(&t->node_, t->base_, t->expires_);
+        TimerQueue::Get().Arm(&t->node_, t->base_, t->expires_, t->interval_);
       }
     }
   }
@@ -145,7 +145,7 @@ uint64_t TimerFd::ForwardLocked(int64_t now) {
 
 void TimerFd::StartLocked() {
   active_ = true;
-  TimerQueue::Get().Arm(&node_, base_, expires_);
+  TimerQueue::Get().Arm(&node_, base_, expires_, interval_);
 }
 
 void TimerFd::SetupCancelLocked(int flags) {

@@ -144,13 +144,15 @@ void TimerQueue::RemoveLocked(TimerNode* n) {
   }
 }
 
-void TimerQueue::Arm(TimerNode* n, TimerBase base, int64_t expires) {
+void TimerQueue::Arm(TimerNode* n, TimerBase base, int64_t expires,
+                     int64_t period) {
   bool kick = false;
   bool start = false;
   {
     MutexLock l(mu_);
     if (n->index != TimerNode::kNotQueued) RemoveLocked(n);
     n->base = base;
+    n->period = period;
     Heap& h = heaps_[static_cast<int>(base)];
     InsertLocked(h, n, expires);
     PublishLocked();
@@ -514,6 +516,14 @@ int64_t TimerQueue::NextAfterLocked(int64_t at) {
   for (uint32_t i = 0; i < last; ++i) {
     int64_t e = h.at(i).expires;
     if (e > at && e < best) best = e;
+  }
+  // The timer at `at` itself, if its owner queues it again a period later
+  // (an interval timerfd read in time): with nothing else armed, that is
+  // the next expiry, and a lookahead there keeps the sleep for it from
+  // programming the timer device (a single periodic timer).
+  if (h.size > 0 && h.at(0).expires == at) {
+    int64_t p = h.at(0).node->period;
+    if (p > 0 && at < kNsMax - p && at + p < best) best = at + p;
   }
   return best;
 }

@@ -85,6 +85,11 @@ struct TimerNode {
   // is kept in the heap's entry, next to the pointer).
   uint32_t index = kNotQueued;
   TimerBase base = TimerBase::kMonotonic;
+  // Guarded by TimerQueue::mu_: how long after the expiry it is queued for
+  // the owner means to queue it again (an interval timer, re-armed by its
+  // next read), or 0. A hint for the keeper's lookahead only
+  // (NextAfterLocked): it never decides when anything fires.
+  int64_t period = 0;
   // Popped and not yet fired (the kernel's HRTIMER_STATE_CALLBACK): set
   // under mu_ by the thread that pops it, cleared by it once fire returned
   // (release; Cancel's acquire load pairs with it).
@@ -109,8 +114,9 @@ class TimerQueue {
   int EnsureThread() EXCLUDES(mu_);
 
   // Queues n to expire at `expires` on `base`'s clock, or moves it there.
-  // The owner must hold a reservation for `base`.
-  void Arm(TimerNode* n, TimerBase base, int64_t expires) EXCLUDES(mu_);
+  // The owner must hold a reservation for `base`. `period`: TimerNode's.
+  void Arm(TimerNode* n, TimerBase base, int64_t expires, int64_t period = 0)
+      EXCLUDES(mu_);
   // Takes n off its heap, if it is on one.
   void Disarm(TimerNode* n) EXCLUDES(mu_);
   // Disarm, then wait until a fire of n that already started has returned,
@@ -206,8 +212,9 @@ class TimerQueue {
   // parking threads (Parker::PublishTimerDue).
   void PublishLocked() REQUIRES(mu_);
   // The earliest expiry of the monotonic heap later than `at` (kNsMax:
-  // none found among the root and its children): where a keeper arms its
-  // kernel lookahead (base/parker.h, "Timers").
+  // none found among the root and its children), or the root's next period
+  // if it is at `at` and comes sooner (TimerNode::period): where a keeper
+  // arms its kernel lookahead (base/parker.h, "Timers").
   int64_t NextAfterLocked(int64_t at) REQUIRES(mu_);
   // Whether a keeper is parked (or running what is due), wakes by `at`,
   // and was not found held up past its bound.

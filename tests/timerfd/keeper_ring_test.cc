@@ -120,6 +120,35 @@ TEST(KeeperRing, KeeperSleepsInItsRingWithTheNextExpiryPending) {
   }
 }
 
+// A keeper waiting on one interval timer, and nothing else armed, looks
+// ahead to that timer's next period: the read that consumes the expiry
+// queues it there again, so the sleep for it finds a kernel timer pending
+// at its bound and does not program the timer device (the kernel's loop
+// re-arms a lone periodic timerfd as the CPU's earliest in every read).
+// Without the period there is nothing after the bound to look ahead to.
+TEST(KeeperRing, KeeperOfOneIntervalTimerLooksAheadToItsNextPeriod) {
+  constexpr int64_t kPeriod = 60 * 1000 * kMs;
+  int ep = uepoll_epoll_create1(0);
+  int t = UTimer();
+  ASSERT_EQ(UAdd(ep, t, 1), 0);
+  int64_t at = ClockNs(CLOCK_MONOTONIC) + 30 * kMs;
+  itimerspec v = Spec(at, kPeriod);
+  ASSERT_EQ(uepoll_timerfd_settime(t, TFD_TIMER_ABSTIME, &v, nullptr), 0);
+  epoll_event ev{};
+  ASSERT_EQ(uepoll_epoll_wait(ep, &ev, 1, kExpiryWaitMs), 1);
+  uint64_t ticks = 0;
+  ASSERT_EQ(uepoll_read(t, &ticks, 8), 8);
+  SKIP_WITHOUT_RING();
+  EXPECT_GE(RingSlotAt(at + kPeriod), 0) << "nothing pending a period on";
+  if (std::ifstream("/proc/timer_list")) {
+    EXPECT_GE(KernelTimerCpuAt(at + kPeriod, "io_timeout_fn"), 0)
+        << "the kernel holds no io_uring timeout at " << at + kPeriod;
+  }
+  uepoll_close(t);
+  uepoll_close(ep);
+  ExpectNoUepollLeaks();
+}
+
 // The ring has no descriptor number: registered with the thread and closed
 // at once, it is out of reach of the application's close(), closefrom()
 // and dup2() (semantics.md D19 does not apply to it).

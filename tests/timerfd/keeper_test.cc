@@ -670,6 +670,31 @@ TEST(TimerKeeper, KeeperArmsAKernelTimerAtTheNextExpiry) {
   ExpectNoUepollLeaks();
 }
 
+// With one interval timer and nothing else armed, the lookahead is that
+// timer's next period (keeper_ring_test.cc has the ring's form).
+TEST(TimerKeeper, KeeperOfOneIntervalTimerArmsItsLookaheadAtTheNextPeriod) {
+  constexpr int64_t kPeriod = 60 * 1000 * kMs;
+  RingOff ring_off;
+  int t = UTimer();
+  int ep = UEpollWith(t, 1);
+  int64_t at = ClockNs(CLOCK_MONOTONIC) + 30 * kMs;
+  itimerspec v = Spec(at, kPeriod);
+  ASSERT_EQ(uepoll_timerfd_settime(t, TFD_TIMER_ABSTIME, &v, nullptr), 0);
+  epoll_event ev{};
+  ASSERT_EQ(uepoll_epoll_wait(ep, &ev, 1, kExpiryWaitMs), 1);
+  uint64_t ticks = 0;
+  ASSERT_EQ(uepoll_read(t, &ticks, 8), 8);
+  int slot = Lookahead::SlotAt(at + kPeriod);
+  ASSERT_GE(slot, 0) << "no lookahead a period on";
+  int fd = Parker::Current().DebugLookaheadFd(slot);
+  ASSERT_GE(fd, 0);
+  int64_t when = ClockNs(CLOCK_MONOTONIC) + KernelTimerRemainingNs(fd);
+  EXPECT_NEAR(double(when), double(at + kPeriod), double(1000 * kMs));
+  uepoll_close(ep);
+  uepoll_close(t);
+  ExpectNoUepollLeaks();
+}
+
 // A keeper that moved to another CPU since it armed the lookahead pending
 // at its bound arms that one again from where it now runs, before the
 // next: the kernel queues a timer on the CPU that arms it, and its
