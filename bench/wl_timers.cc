@@ -12,6 +12,19 @@
 //  - overruns (reads that returned more than one expiration: a period was
 //    missed entirely).
 //
+// --floor adds a third participant to the interleaving: the least any
+// timer design in user space can do at this schedule, measured the same
+// way. It has no timers, no epoll and no read: one thread sleeps to each
+// instant of the schedule in an io_uring, where every sleep arms an
+// absolute timeout at the instant after the one it waits for (the
+// lookahead uepoll's keeper uses, docs/design.md, "The keeper's ring"), so
+// one io_uring_enter per wake is all it pays. What uepoll costs beyond it
+// is its own work per expiry (the heap, the fire, the harvest, the read).
+// After the table, each participant's CPU per expiry is set against the
+// kernel's of the same round, and the median and quartiles of those
+// per-round ratios are printed: a host stall that inflates one round
+// moves them by one place, where it moves a pooled ratio by its size.
+//
 // --rounds R (default 1) measures each backend R times, interleaved in
 // the order A B B A A B ... so that a drift of the machine weighs on both
 // alike, and reports the rounds pooled: lateness percentiles over every
@@ -27,12 +40,17 @@
 // RLIMIT_NOFILE (a timerfd is a descriptor); the cap is reported.
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <random>
+
+#ifdef UEPOLL_BENCH_HAVE_LIBURING
+#include <liburing.h>
+#endif
 
 #include <uepoll/uepoll.h>
 
@@ -185,12 +203,98 @@ std::string TimersRound(const Backend& b, unsigned long want, double rate,
   return "";
 }
 
+// The floor (--floor, the header comment): the schedule's instants, slept
+// to in an io_uring with no timer objects. Returns the error, or "".
+std::string FloorRound(unsigned long n, double rate, double runtime,
+                       TimersTotals* out) {
+#ifndef UEPOLL_BENCH_HAVE_LIBURING
+  (void)n, (void)rate, (void)runtime, (void)out;
+  return "built without liburing";
+#else
+  io_uring ring;
+  io_uring_params p;
+  int ret = -EINVAL;
+  for (unsigned setup :
+       {unsigned(IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN),
+        0u}) {
+    memset(&p, 0, sizeof p);
+    p.flags = setup;
+    ret = io_uring_queue_init_params(8, &ring, &p);
+    if (ret != -EINVAL) break;
+  }
+  if (ret < 0) return std::string("io_uring_queue_init: ") + strerror(-ret);
+  out->armed = n;
+  const int64_t step = int64_t(1e9 / rate);
+  const int64_t start = NowNs() + 100000000,
+                end = start + int64_t(runtime * 1e9);
+  // Instants with a timeout pending (at most two: the bound and the one
+  // after it), each request's user_data its instant.
+  std::vector<int64_t> pending;
+  __kernel_timespec ts[2];
+  int slot = 0;
+  auto arm = [&](int64_t at) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    ts[slot] = {at / 1000000000, at % 1000000000};
+    io_uring_prep_timeout(sqe, &ts[slot], 0, IORING_TIMEOUT_ABS);
+    sqe->user_data = uint64_t(at);
+    slot ^= 1;
+    pending.push_back(at);
+  };
+  std::vector<int64_t> late;
+  late.reserve(size_t(rate * runtime * 1.2) + 16);
+  uint64_t expiries = 0;
+  double cpu0 = -1;
+  int64_t first_ret = 0, last_ret = 0, bound = start;
+  std::string err;
+  while (bound < end && err.empty()) {
+    if (std::find(pending.begin(), pending.end(), bound) == pending.end())
+      arm(bound);  // the first sleep, or one after a stall
+    if (bound + step < end && std::find(pending.begin(), pending.end(),
+                                        bound + step) == pending.end())
+      arm(bound + step);
+    ret = io_uring_submit_and_wait(&ring, 1);
+    if (ret < 0 && ret != -EINTR && ret != -ETIME) {
+      err = std::string("io_uring_submit_and_wait: ") + strerror(-ret);
+      break;
+    }
+    io_uring_cqe* cqe;
+    bool woke = false;
+    while (io_uring_peek_cqe(&ring, &cqe) == 0) {
+      int64_t at = int64_t(cqe->user_data);
+      pending.erase(std::remove(pending.begin(), pending.end(), at),
+                    pending.end());
+      woke |= at >= bound;
+      io_uring_cqe_seen(&ring, cqe);
+    }
+    if (!woke) continue;
+    int64_t now = NowNs();
+    if (cpu0 < 0) {
+      cpu0 = CpuNs();
+      first_ret = now;
+    }
+    for (; bound <= now && bound < end; bound += step, ++expiries)
+      late.push_back(now - bound);
+    last_ret = now;
+  }
+  double cpu = cpu0 < 0 ? 0 : CpuNs() - cpu0;
+  io_uring_queue_exit(&ring);
+  if (!err.empty()) return err;
+  if (late.empty()) return "no instant passed";
+  out->late.insert(out->late.end(), late.begin(), late.end());
+  out->cpu_ns += cpu;
+  out->secs += double(last_ret - first_ret) / 1e9;
+  out->expiries += expiries;
+  ++out->rounds;
+  return "";
+#endif
+}
+
 // The result of a backend's rounds, pooled.
-Result TimersResult(const Backend& b, unsigned long want, double rate,
+Result TimersResult(const char* name, unsigned long want, double rate,
                     TimersTotals& t) {
   Result r;
   r.workload = "timers";
-  r.backend = b.name;
+  r.backend = name;
   r.threads = 1;
   r.ops_label = "expiries/s";
   r.params = {{"timers", double(want)}, {"rate", rate}};
@@ -200,17 +304,17 @@ Result TimersResult(const Backend& b, unsigned long want, double rate,
     fprintf(stderr,
             "uepoll-bench: timers: %s capped at %lu timers by "
             "RLIMIT_NOFILE\n",
-            b.name, t.armed);
+            name, t.armed);
   }
   if (t.rounds > 1) r.notes.push_back({"rounds", std::to_string(t.rounds)});
   if (t.rounds == 0 || t.late.empty()) return r.error = "no timer fired", r;
   r.metrics.push_back(
       {"settime_ns", t.settime_ns / t.rounds, "settime ns", false});
   r.ops_per_sec = t.secs > 0 ? double(t.expiries) / t.secs : -1;
-  r.metrics.push_back({"late_p50_ns", double(Percentile(t.late, 0.50)),
-                       "late p50 ns", false});
-  r.metrics.push_back({"late_p99_ns", double(Percentile(t.late, 0.99)),
-                       "late p99 ns", false});
+  r.metrics.push_back(
+      {"late_p50_ns", double(Percentile(t.late, 0.50)), "late p50 ns", false});
+  r.metrics.push_back(
+      {"late_p99_ns", double(Percentile(t.late, 0.99)), "late p99 ns", false});
   r.metrics.push_back({"late_p999_ns", double(Percentile(t.late, 0.999)),
                        "late p99.9 ns", false});
   r.metrics.push_back({"cpu_per_expiry_ns",
@@ -227,7 +331,7 @@ Result MeasureTimers(const Backend& b, unsigned long want, double rate,
                      double runtime) {
   TimersTotals t;
   std::string err = TimersRound(b, want, rate, runtime, &t);
-  Result r = TimersResult(b, want, rate, t);
+  Result r = TimersResult(b.name, want, rate, t);
   if (!err.empty()) r.error = err;
   return r;
 }
@@ -237,6 +341,7 @@ int CmdTimers(int argc, char** argv) {
   std::string timers = "1000,100000";
   double rate = 1000;
   unsigned long rounds = 1;
+  bool floor = false;
   std::vector<Option> opts = {
       {'n', "timers", Option::kString, &timers,
        "armed timers, a list (default 1000,100000)"},
@@ -245,6 +350,9 @@ int CmdTimers(int argc, char** argv) {
       {0, "rounds", Option::kUint, &rounds,
        "measure each backend this many times, interleaved, and pool the "
        "rounds (default 1)"},
+      {0, "floor", Option::kFlag, &floor,
+       "measure the floor too (an io_uring sleep to each instant, no timer "
+       "objects), interleaved with the backends; JSON backend \"floor\""},
   };
   if (int rc = ParseCommand("uepoll-bench timers [<options>]", argc, argv,
                             &opts, &c);
@@ -272,7 +380,7 @@ int CmdTimers(int argc, char** argv) {
               largest, (unsigned long)rl.rlim_max);
   }
   Report report;
-  if (rounds == 1) {
+  if (rounds == 1 && !floor) {
     Progress progress(int(c.backends.size() * sizes.size()));
     for (unsigned long n : sizes)
       for (const Backend* b : c.backends)
@@ -282,35 +390,43 @@ int CmdTimers(int argc, char** argv) {
     return FinishCommand(c, report);
   }
   // Interleaved rounds, pooled (the header comment). No counted pass: the
-  // workload reports no syscall window.
-  const size_t nb = c.backends.size();
-  const int total = int(sizes.size() * nb * rounds);
+  // workload reports no syscall window. Participant nb is the floor.
+  const size_t nb = c.backends.size(), np = nb + (floor ? 1 : 0);
+  auto name_of = [&](size_t i) {
+    return i < nb ? c.backends[i]->name : "floor";
+  };
+  const int total = int(sizes.size() * np * rounds);
   int done = 0;
+  std::vector<std::string> summary;
   for (unsigned long n : sizes) {
-    std::vector<TimersTotals> tot(nb);
-    std::vector<std::string> err(nb);
-    std::vector<double> rtt(nb, -1);
+    std::vector<TimersTotals> tot(np);
+    std::vector<std::string> err(np);
+    std::vector<double> rtt(np, -1);
+    // CPU per expiry of each round, by participant (-1: the round failed).
+    std::vector<std::vector<double>> per(np);
     for (unsigned long k = 0; k < rounds; ++k) {
-      for (size_t j = 0; j < nb; ++j) {
+      for (size_t j = 0; j < np; ++j) {
         // A B, B A, A B, ...: each backend goes first every other round.
-        size_t i = k % 2 ? nb - 1 - j : j;
-        const Backend& b = *c.backends[i];
+        size_t i = k % 2 ? np - 1 - j : j;
         ++done;
+        per[i].push_back(-1);
         if (!err[i].empty()) continue;
         if (rtt[i] < 0) rtt[i] = CoreRoundTripNs();
         TimersTotals one;
-        err[i] = TimersRound(b, n, rate, runtime, &one);
+        err[i] = i < nb ? TimersRound(*c.backends[i], n, rate, runtime, &one)
+                        : FloorRound(n, rate, runtime, &one);
         if (!err[i].empty()) {
-          fprintf(stderr, "[%d/%d] timers %s timers=%lu round %lu: %s\n",
-                  done, total, b.name, n, k + 1, err[i].c_str());
+          fprintf(stderr, "[%d/%d] timers %s timers=%lu round %lu: %s\n", done,
+                  total, name_of(i), n, k + 1, err[i].c_str());
           continue;
         }
+        per[i].back() = one.cpu_ns / double(one.expiries);
         fprintf(stderr,
                 "[%d/%d] timers %s timers=%lu rate=%g round %lu: late p99 "
                 "ns %s, CPU ns/expiry %s\n",
-                done, total, b.name, n, rate, k + 1,
+                done, total, name_of(i), n, rate, k + 1,
                 Human(double(Percentile(one.late, 0.99))).c_str(),
-                Human(one.cpu_ns / double(one.expiries)).c_str());
+                Human(per[i].back()).c_str());
         TimersTotals& t = tot[i];
         t.late.insert(t.late.end(), one.late.begin(), one.late.end());
         t.cpu_ns += one.cpu_ns;
@@ -322,17 +438,54 @@ int CmdTimers(int argc, char** argv) {
         t.armed = one.armed;
       }
     }
-    for (size_t i = 0; i < nb; ++i) {
-      const Backend& b = *c.backends[i];
-      Result r = TimersResult(b, n, rate, tot[i]);
+    // Each participant's CPU per expiry over the kernel's of the same round.
+    size_t kern = nb;
+    for (size_t i = 0; i < nb; ++i)
+      if (strcmp(c.backends[i]->name, "kernel") == 0) kern = i;
+    for (size_t i = 0; i < np; ++i) {
+      const char* name = name_of(i);
+      Result r = TimersResult(name, n, rate, tot[i]);
+      if (i == nb) {
+        // Not a backend: no settime figure, no descriptors.
+        r.metrics.erase(std::remove_if(r.metrics.begin(), r.metrics.end(),
+                                       [](const Metric& m) {
+                                         return m.key == "settime_ns" ||
+                                                m.key == "overruns";
+                                       }),
+                        r.metrics.end());
+      }
       if (!err[i].empty()) r.error = err[i];
       r.core_rtt_ns = rtt[i];
-      NoteFdMode(b, r);
+      if (i < nb) NoteFdMode(*c.backends[i], r);
       r.syscalls_note = "not counted with --rounds";
+      if (kern < nb && i != kern) {
+        std::vector<double> q;
+        for (unsigned long k = 0; k < rounds; ++k)
+          if (per[i][k] > 0 && per[kern][k] > 0)
+            q.push_back(per[i][k] / per[kern][k]);
+        if (!q.empty()) {
+          std::sort(q.begin(), q.end());
+          auto at = [&](double f) {
+            return q[size_t(f * double(q.size() - 1) + 0.5)];
+          };
+          char line[256];
+          snprintf(line, sizeof line,
+                   "timers=%lu rate=%g: %s/kernel CPU per expiry, round by "
+                   "round (%zu rounds): median %.2fx, quartiles %.2fx-%.2fx, "
+                   "range %.2fx-%.2fx",
+                   n, rate, name, q.size(), at(0.5), at(0.25), at(0.75),
+                   q.front(), q.back());
+          summary.push_back(line);
+          r.metrics.push_back(
+              {"cpu_ratio_median_of_rounds", at(0.5), "", false});
+        }
+      }
       report.Add(std::move(r));
     }
   }
-  return FinishCommand(c, report);
+  int rc = FinishCommand(c, report);
+  for (const std::string& line : summary) printf("%s\n", line.c_str());
+  return rc;
 }
 
 }  // namespace uepoll_bench

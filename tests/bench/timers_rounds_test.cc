@@ -1,7 +1,8 @@
 // uepoll-bench timers --rounds: each backend's rounds are pooled into one
 // result (bench/wl_timers.cc), so a pooled result counts the expiries of
-// every round, not of the last one; and a count of rounds the command
-// cannot run is refused as bad usage, before anything is measured.
+// every round, not of the last one; --floor adds the floor's rounds beside
+// them; and a count of rounds the command cannot run is refused as bad
+// usage, before anything is measured.
 #include <stdio.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "support/fixture.h"
+#include "uring.h"
 #include "workloads.h"
 
 namespace uepoll_bench {
@@ -67,6 +69,36 @@ TEST(BenchTimersRounds, PooledResultCountsEveryRound) {
     EXPECT_LE(e, 3 * 402) << json;
   }
   EXPECT_NE(json.find("\"rounds\": \"3\""), std::string::npos) << json;
+  uepoll_test::ExpectNoUepollLeaks();
+}
+
+// --floor: a third participant in the rounds, reported in the JSON as
+// backend "floor" with its own expiries (one per instant of the schedule,
+// as many as the backends count), and each backend but the kernel gets the
+// median of its per-round CPU ratios to the kernel's.
+TEST(BenchTimersRounds, FloorIsMeasuredBesideTheBackends) {
+  std::string why;
+  if (!IoUringAvailable(&why)) GTEST_SKIP() << "no floor here: " << why;
+  char path[] = "/tmp/uepoll-bench-floor-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  ASSERT_EQ(RunTimers({"-n", "16", "--rate", "2000", "-r", "0.2", "--rounds",
+                       "2", "--backend", "both", "--floor", "--json", path}),
+            0);
+  std::string json = ReadFile(path);
+  unlink(path);
+  ASSERT_NE(json.find("\"backend\": \"floor\""), std::string::npos) << json;
+  std::vector<double> expiries = Values(json, "expiries");
+  ASSERT_EQ(expiries.size(), 3u) << json;  // kernel, uepoll, floor
+  for (double e : expiries) {
+    EXPECT_GT(e, 1 * 402) << json;
+    EXPECT_LE(e, 2 * 402) << json;
+  }
+  // uepoll's and the floor's, not the kernel's own.
+  std::vector<double> medians = Values(json, "cpu_ratio_median_of_rounds");
+  ASSERT_EQ(medians.size(), 2u) << json;
+  for (double m : medians) EXPECT_GT(m, 0) << json;
   uepoll_test::ExpectNoUepollLeaks();
 }
 
