@@ -2,8 +2,8 @@
 // object (a pipe's end of the same direction, a socket, an eventfd for the
 // anonymous-inode kinds), made to ask the kernel a question whose answer
 // depends only on those (capi/hint_api.cc, the stateless fcntl commands in
-// capi/fd_api.cc; docs/design.md, "Asking the kernel instead of restating
-// it").
+// capi/fd_api.cc, and the references of capi/stat_api.cc; docs/design.md,
+// "Asking the kernel instead of restating it").
 #ifndef UEPOLL_SRC_CAPI_STAND_IN_H_
 #define UEPOLL_SRC_CAPI_STAND_IN_H_
 
@@ -17,15 +17,16 @@
 
 namespace uepoll::impl {
 
-// A kernel object standing for f: its descriptor in fds[0] (and the other
-// end of a pipe in fds[1], -1 otherwise), or -errno.
-inline int MakeStandIn(File* f, int fds[2]) {
+// A kernel object of `kind` (for a pipe, the end that reads if
+// `read_end`, the end that writes otherwise): its descriptor in fds[0]
+// (and the other end of a pipe in fds[1], -1 otherwise), or -errno. Every
+// kind but a pipe and a socket is an anonymous inode, as an eventfd is.
+inline int MakeStandInOf(FileKind kind, bool read_end, int fds[2]) {
   fds[0] = fds[1] = -1;
-  switch (f->kind()) {
+  switch (kind) {
     case FileKind::kPipe: {
       int p[2];
       if (sys::Pipe2(p, O_CLOEXEC) != 0) return -errno;
-      bool read_end = (f->flags() & O_ACCMODE) == O_RDONLY;
       fds[0] = read_end ? p[0] : p[1];
       fds[1] = read_end ? p[1] : p[0];
       return 0;
@@ -43,6 +44,11 @@ inline int MakeStandIn(File* f, int fds[2]) {
       return 0;
     }
   }
+}
+
+// The stand-in for f: its kind, and for a pipe's end its direction.
+inline int MakeStandIn(File* f, int fds[2]) {
+  return MakeStandInOf(f->kind(), (f->flags() & O_ACCMODE) == O_RDONLY, fds);
 }
 
 inline void CloseStandIn(const int fds[2]) {

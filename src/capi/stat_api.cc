@@ -42,6 +42,7 @@
 #include "base/mutex.h"
 #include "base/sys.h"
 #include "capi/errors.h"
+#include "capi/stand_in.h"
 #include "core/fd_table.h"
 #include "core/inode.h"
 
@@ -68,27 +69,6 @@ constexpr unsigned int kStatxMntIdUnique = 0x4000U;
 constexpr unsigned int kStatxMntIdUnique = STATX_MNT_ID_UNIQUE;
 #endif
 
-// A kernel file of the kind, close-on-exec, or -errno.
-int MakeReference(StatKind k, int* other) {
-  *other = -1;
-  switch (k) {
-    case kFifo: {
-      int p[2];
-      if (sys::Pipe2(p, O_CLOEXEC) != 0) return -errno;
-      *other = p[1];
-      return p[0];
-    }
-    case kSock: {
-      int s = sys::Socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      return s >= 0 ? s : -errno;
-    }
-    default: {
-      int e = sys::Eventfd(0, EFD_CLOEXEC);
-      return e >= 0 ? e : -errno;
-    }
-  }
-}
-
 // The reference of kind k, made on first use; nullptr when no kernel
 // object can be made now (the caller then reports what it knows without
 // the filesystem's device and mount: D29).
@@ -98,8 +78,13 @@ KindReference* Reference(StatKind k) {
   int saved = errno;
   MutexLock l(r.mu);
   if (!r.ready.load(std::memory_order_relaxed)) {
-    int other;
-    int fd = MakeReference(k, &other);
+    // A pipe's read end: the reference of both ends (a FIFO's mode and
+    // filesystem do not depend on the direction).
+    int fds[2];
+    FileKind kind = k == kFifo   ? FileKind::kPipe
+                    : k == kSock ? FileKind::kSocket
+                                 : FileKind::kEventfd;
+    int fd = MakeStandInOf(kind, true, fds) == 0 ? fds[0] : -1;
     bool ok = fd >= 0 && sys::Fstat(fd, &r.st) == 0 &&
               sys::Statx(fd, "", AT_EMPTY_PATH,
                          STATX_BASIC_STATS | STATX_BTIME | STATX_MNT_ID,
@@ -108,8 +93,7 @@ KindReference* Reference(StatKind k) {
                          STATX_BASIC_STATS | STATX_BTIME | kStatxMntIdUnique,
                          &r.stx_unique) == 0 &&
               sys::Fstatfs(fd, &r.sfs) == 0 && sys::Fstatvfs(fd, &r.svfs) == 0;
-    if (fd >= 0) sys::Close(fd);
-    if (other >= 0) sys::Close(other);
+    CloseStandIn(fds);
     if (ok) r.ready.store(true, std::memory_order_release);
   }
   errno = saved;
