@@ -191,7 +191,8 @@ class Parker {
     // ns, INT64_MAX for none); *keeper says whether it keeps already. Makes
     // it keep (or not) and returns the instant it must wake at to run
     // what is due (INT64_MAX: no bound); *after: the next expiry after
-    // that instant, where a keeper arms its lookahead (INT64_MAX: none).
+    // that instant, known or expected (an interval timer's next period),
+    // where a keeper arms its lookahead (INT64_MAX: none).
     int64_t (*cover)(int64_t deadline_ns, bool can_keep, bool* keeper,
                      int64_t* after);
     // The keeper left its sleep for good.
