@@ -149,6 +149,28 @@ TEST(KeeperRing, KeeperOfOneIntervalTimerLooksAheadToItsNextPeriod) {
   ExpectNoUepollLeaks();
 }
 
+// The next period is only a candidate: another timer armed before it is
+// the lookahead, as it is the next expiry (a period taken anyway would
+// leave that expiry's sleep programming the timer device).
+TEST(KeeperRing, AnEarlierTimerComesBeforeAnIntervalTimersNextPeriod) {
+  constexpr int64_t kPeriod = 60 * 1000 * kMs;
+  TwoTimers tt;
+  int64_t now = ClockNs(CLOCK_MONOTONIC);
+  tt.at1 = now + 30 * kMs;
+  tt.at2 = now + 30 * 1000 * kMs;  // before t1's next period
+  itimerspec v1 = Spec(tt.at1, kPeriod);
+  ASSERT_EQ(uepoll_timerfd_settime(tt.t1, TFD_TIMER_ABSTIME, &v1, nullptr), 0);
+  ASSERT_TRUE(UArmAt(tt.t2, tt.at2));
+  epoll_event ev{};
+  ASSERT_EQ(uepoll_epoll_wait(tt.ep, &ev, 1, kExpiryWaitMs), 1);
+  EXPECT_EQ(ev.data.u64, 1u);
+  uint64_t ticks = 0;
+  ASSERT_EQ(uepoll_read(tt.t1, &ticks, 8), 8);
+  SKIP_WITHOUT_RING();
+  EXPECT_GE(RingSlotAt(tt.at2), 0) << "nothing pending at the second timer";
+  EXPECT_LT(RingSlotAt(tt.at1 + kPeriod), 0) << "the later period was taken";
+}
+
 // The ring has no descriptor number: registered with the thread and closed
 // at once, it is out of reach of the application's close(), closefrom()
 // and dup2() (semantics.md D19 does not apply to it).
