@@ -322,13 +322,6 @@ double Stats::RelStddevPct() const {
   return 100.0 * stderr_mean / mean_;
 }
 
-int64_t Percentile(std::vector<int64_t>& v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
 bool ParseUintList(const std::string& s, std::vector<unsigned long>* out,
                    bool allow_zero) {
   out->clear();

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -155,8 +156,14 @@ class SyscallWindow {
   int64_t c0_ = -1, c1_ = -1;
 };
 
-// p in [0,1]; sorts v.
-int64_t Percentile(std::vector<int64_t>& v, double p);
+// p in [0,1]; sorts v. The nearest rank (0 for an empty v).
+template <class T>
+T Percentile(std::vector<T>& v, double p) {
+  if (v.empty()) return T{};
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
 
 // Thread counts and sizes given as "1,2,4,16". False on a malformed list,
 // or on a 0 unless allow_zero.

@@ -464,20 +464,16 @@ int CmdTimers(int argc, char** argv) {
           if (per[i][k] > 0 && per[kern][k] > 0)
             q.push_back(per[i][k] / per[kern][k]);
         if (!q.empty()) {
-          std::sort(q.begin(), q.end());
-          auto at = [&](double f) {
-            return q[size_t(f * double(q.size() - 1) + 0.5)];
-          };
+          double med = Percentile(q, 0.5);
           char line[256];
           snprintf(line, sizeof line,
                    "timers=%lu rate=%g: %s/kernel CPU per expiry, round by "
                    "round (%zu rounds): median %.2fx, quartiles %.2fx-%.2fx, "
                    "range %.2fx-%.2fx",
-                   n, rate, name, q.size(), at(0.5), at(0.25), at(0.75),
-                   q.front(), q.back());
+                   n, rate, name, q.size(), med, Percentile(q, 0.25),
+                   Percentile(q, 0.75), q.front(), q.back());
           summary.push_back(line);
-          r.metrics.push_back(
-              {"cpu_ratio_median_of_rounds", at(0.5), "", false});
+          r.metrics.push_back({"cpu_ratio_median_of_rounds", med, "", false});
         }
       }
       report.Add(std::move(r));
