@@ -40,8 +40,7 @@ std::string ReadFile(const std::string& path) {
 std::vector<double> Values(const std::string& json, const std::string& key) {
   std::vector<double> out;
   std::regex re("\"" + key + "\": ([0-9.e+]+)");
-  for (std::sregex_iterator i(json.begin(), json.end(), re), end; i != end;
-       ++i)
+  for (std::sregex_iterator i(json.begin(), json.end(), re), end; i != end; ++i)
     out.push_back(std::stod((*i)[1].str()));
   return out;
 }
@@ -55,8 +54,7 @@ TEST(BenchTimersRounds, PooledResultCountsEveryRound) {
   // each timer's period 8 ms. Overruns are counted as expiries too, so a
   // stalled round still counts its window's worth.
   ASSERT_EQ(RunTimers({"-n", "16", "--rate", "2000", "-r", "0.2", "--rounds",
-                       "3", "--backend", "both", "--json",
-                       path}),
+                       "3", "--backend", "both", "--json", path}),
             0);
   std::string json = ReadFile(path);
   unlink(path);

@@ -57,10 +57,10 @@ TEST_F(Deviations, EventfdReadIntoNullFailsWithoutConsuming) {
   EXPECT_EQ(uepoll_close(efd), 0);
 }
 
-// D3: fcntl answers the descriptor, status-flag, owner, signal and
-// pipe-size commands; leases, locks and directory notifications are EINVAL
-// (the kernel answers F_GETLEASE with F_UNLCK on a pipe, and F_NOTIFY 0
-// with 0).
+// D3: fcntl's locks and write hints are EINVAL on a uepoll object, where
+// the kernel takes a pipe's locks and keeps its write hint on the inode;
+// the leases, notifications and seals are answered as the kernel's
+// (asked of a stand-in: DescriptorCalls.fcntl__leases_notify_and_seals_*).
 TEST_F(Deviations, FcntlLocksAndWriteHintsAreEinval) {
   int p[2];
   ASSERT_EQ(uepoll_pipe(p), 0);

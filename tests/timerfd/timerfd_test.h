@@ -10,6 +10,8 @@
 #include <fstream>
 #include <string>
 
+#include <uepoll/uepoll.h>
+
 #include "conformance/helpers.h"
 
 namespace uepoll_test {
@@ -36,6 +38,22 @@ inline int64_t ClockNs(clockid_t c) {
   timespec t;
   clock_gettime(c, &t);
   return Ns(t);
+}
+
+// Arms the uepoll timer t, watched by the uepoll instance ep, to expire
+// 30 ms from now and every `period` ns after; waits for that expiry in
+// uepoll_epoll_wait (so the thread keeps, where it may) and reads it.
+// Returns the expiry's CLOCK_MONOTONIC instant, or -1 after a failed check.
+inline int64_t KeepFirstIntervalExpiry(int ep, int t, int64_t period) {
+  int64_t at = ClockNs(CLOCK_MONOTONIC) + 30 * kMs;
+  itimerspec v = Spec(at, period);
+  epoll_event ev{};
+  uint64_t ticks = 0;
+  bool ok = uepoll_timerfd_settime(t, TFD_TIMER_ABSTIME, &v, nullptr) == 0 &&
+            uepoll_epoll_wait(ep, &ev, 1, kExpiryWaitMs) == 1 &&
+            uepoll_read(t, &ticks, 8) == 8;
+  EXPECT_TRUE(ok) << strerror(errno);
+  return ok ? at : -1;
 }
 
 class TimerfdTest : public ConformanceTest {
