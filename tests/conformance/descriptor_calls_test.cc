@@ -29,6 +29,24 @@
 namespace uepoll_test {
 namespace {
 
+// Calls f on a fresh kernel object of the kind (S_IFIFO: a pipe's read
+// end, S_IFSOCK: a unix stream socket, 0: an eventfd), then closes it.
+template <class F>
+void OnKernelObject(int kind, F f) {
+  int fds[2] = {-1, -1};
+  if (kind == S_IFIFO) {
+    EXPECT_EQ(::pipe(fds), 0);
+  } else if (kind == S_IFSOCK) {
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  } else {
+    fds[0] = ::eventfd(0, 0);
+  }
+  ASSERT_GE(fds[0], 0) << strerror(errno);
+  f(fds[0]);
+  ::close(fds[0]);
+  if (fds[1] >= 0) ::close(fds[1]);
+}
+
 class DescriptorCalls : public IoTest {
  protected:
   struct stat Stat(int fd) {
@@ -47,18 +65,8 @@ class DescriptorCalls : public IoTest {
   // What the kernel reports for a kernel object of the kind (libc on
   // either backend).
   static struct stat KernelStat(int kind) {
-    int fds[2] = {-1, -1};
-    if (kind == S_IFIFO) {
-      EXPECT_EQ(::pipe(fds), 0);
-    } else if (kind == S_IFSOCK) {
-      EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-    } else {
-      fds[0] = ::eventfd(0, 0);
-    }
     struct stat st {};
-    EXPECT_EQ(::fstat(fds[0], &st), 0);
-    ::close(fds[0]);
-    if (fds[1] >= 0) ::close(fds[1]);
+    OnKernelObject(kind, [&](int fd) { EXPECT_EQ(::fstat(fd, &st), 0); });
     return st;
   }
   static int64_t Coarse() {
@@ -166,18 +174,8 @@ TEST_P(DescriptorCalls, fstat__other_objects_are_the_one_anonymous_inode) {
 
 // What fstatfs reports for a kernel object of the kind.
 struct statfs KernelStatfs(int kind) {
-  int fds[2] = {-1, -1};
-  if (kind == S_IFIFO) {
-    EXPECT_EQ(::pipe(fds), 0);
-  } else if (kind == S_IFSOCK) {
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-  } else {
-    fds[0] = ::eventfd(0, 0);
-  }
   struct statfs sfs {};
-  EXPECT_EQ(::fstatfs(fds[0], &sfs), 0);
-  ::close(fds[0]);
-  if (fds[1] >= 0) ::close(fds[1]);
+  OnKernelObject(kind, [&](int fd) { EXPECT_EQ(::fstatfs(fd, &sfs), 0); });
   return sfs;
 }
 
