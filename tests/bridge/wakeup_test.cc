@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bridge/bridge.h"
+#include "threads/waiter_group.h"
 
 namespace uepoll_test {
 namespace {
@@ -19,29 +20,9 @@ constexpr uint64_t kStopData = 99;
 class BridgeWakeup : public BridgeTest {
  protected:
   std::unique_ptr<Waiter> StartWaiter(int ep, int max = 1) {
-    const Backend* b = &B();
-    return std::make_unique<Waiter>([b, ep, max](epoll_event* ev) {
-      return b->epoll_wait(ep, ev, max, kWaitMs);
-    });
+    return StartEpollWaiter(B(), ep, max);
   }
-  std::vector<std::unique_ptr<Waiter>> StartWaiters(int n, int ep) {
-    std::vector<std::unique_ptr<Waiter>> ws;
-    for (int i = 0; i < n; ++i) ws.push_back(StartWaiter(ep));
-    return ws;
-  }
-  static int CountDone(const std::vector<std::unique_ptr<Waiter>>& ws) {
-    int n = 0;
-    for (auto& w : ws) n += w->Done();
-    return n;
-  }
-  static int CountGot(const std::vector<std::unique_ptr<Waiter>>& ws,
-                      uint64_t data) {
-    int n = 0;
-    for (auto& w : ws) {
-      n += w->Done() && w->result() == 1 && w->event(0).data.u64 == data;
-    }
-    return n;
-  }
+  Waiters StartWaiters(int n, int ep) { return StartEpollWaiters(B(), n, ep); }
 };
 
 TEST_P(BridgeWakeup, EtKernelEventWakesExactlyOneOfNWaiters) {

@@ -12,6 +12,7 @@
 
 #include "support/fixture.h"
 #include "threads/waiter.h"
+#include "threads/waiter_group.h"
 
 // ThreadSanitizer reports close() of a descriptor that another thread is
 // using in a call as a data race. In CloseOfEpollFdDoesNotDisturbWaiter that
@@ -41,34 +42,10 @@ class ThreadsWakeup : public BackendTest {
     ASSERT_EQ(B().write(efd, &one, sizeof one), 8);
   }
 
-  // A waiter making one epoll_wait on ep (maxevents max, bounded timeout).
   std::unique_ptr<Waiter> StartWaiter(int ep, int max = 1) {
-    const Backend* b = &B();
-    return std::make_unique<Waiter>([b, ep, max](epoll_event* ev) {
-      return b->epoll_wait(ep, ev, max, kWaitMs);
-    });
+    return StartEpollWaiter(B(), ep, max);
   }
-
-  std::vector<std::unique_ptr<Waiter>> StartWaiters(int n, int ep) {
-    std::vector<std::unique_ptr<Waiter>> ws;
-    for (int i = 0; i < n; ++i) ws.push_back(StartWaiter(ep));
-    return ws;
-  }
-
-  static int CountDone(const std::vector<std::unique_ptr<Waiter>>& ws) {
-    int n = 0;
-    for (auto& w : ws) n += w->Done();
-    return n;
-  }
-
-  // How many finished waiters returned exactly one event carrying data.
-  static int CountGot(const std::vector<std::unique_ptr<Waiter>>& ws,
-                      uint64_t data) {
-    int n = 0;
-    for (auto& w : ws)
-      n += w->Done() && w->result() == 1 && w->event(0).data.u64 == data;
-    return n;
-  }
+  Waiters StartWaiters(int n, int ep) { return StartEpollWaiters(B(), n, ep); }
 };
 
 TEST_P(ThreadsWakeup, EtEventWakesExactlyOneOfNWaiters) {
