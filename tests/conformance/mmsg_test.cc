@@ -20,6 +20,7 @@
 
 #include "conformance/io_helpers.h"
 #include "support/scm.h"
+#include "support/scoped_handler.h"
 #include "threads/waiter.h"
 
 namespace uepoll_test {
@@ -314,11 +315,7 @@ void OnUsr1(int) {}
 // internal code as its pending error, which SO_ERROR reports as 512.
 TEST_P(Mmsg, recvmmsg__a_signal_ends_the_wait_for_a_later_message) {
   if (kTsan) GTEST_SKIP() << "a handler of a call that sleeps on (waiter.h)";
-  struct sigaction sa {
-  }, old{};
-  sa.sa_handler = OnUsr1;
-  sa.sa_flags = SA_RESTART;
-  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  ScopedHandler usr1(SIGUSR1, OnUsr1, SA_RESTART);
   int sv[2];
   Pair(sv, SOCK_DGRAM);  // blocking
   ASSERT_EQ(Send(sv[0], "a"), 1);
@@ -340,7 +337,6 @@ TEST_P(Mmsg, recvmmsg__a_signal_ends_the_wait_for_a_later_message) {
   socklen_t len = sizeof err;
   ASSERT_EQ(B().getsockopt(sv[1], SOL_SOCKET, SO_ERROR, &err, &len), 0);
   EXPECT_EQ(err, done ? 512 : 0);
-  ASSERT_EQ(sigaction(SIGUSR1, &old, nullptr), 0);
 }
 
 // The same rule for sendmmsg: a later entry waiting for room ends at a
@@ -348,11 +344,7 @@ TEST_P(Mmsg, recvmmsg__a_signal_ends_the_wait_for_a_later_message) {
 // kept as an error: __sys_sendmmsg keeps none).
 TEST_P(Mmsg, sendmmsg__a_signal_ends_the_wait_for_room_for_a_later_message) {
   if (kTsan) GTEST_SKIP() << "a handler of a call that sleeps on (waiter.h)";
-  struct sigaction sa {
-  }, old{};
-  sa.sa_handler = OnUsr1;
-  sa.sa_flags = SA_RESTART;
-  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  ScopedHandler usr1(SIGUSR1, OnUsr1, SA_RESTART);
   int sv[2];
   Pair(sv, SOCK_DGRAM);  // blocking
   while (B().send(sv[0], "q", 1, MSG_DONTWAIT) == 1) {
@@ -378,7 +370,6 @@ TEST_P(Mmsg, sendmmsg__a_signal_ends_the_wait_for_room_for_a_later_message) {
   socklen_t len = sizeof err;
   ASSERT_EQ(B().getsockopt(sv[0], SOL_SOCKET, SO_ERROR, &err, &len), 0);
   EXPECT_EQ(err, 0);
-  ASSERT_EQ(sigaction(SIGUSR1, &old, nullptr), 0);
 }
 
 // Only sendmmsg stops at UIO_MAXIOV messages; recvmmsg takes as many as

@@ -35,6 +35,7 @@
 #include "support/fixture.h"
 #include "support/full_table.h"
 #include "support/scm.h"
+#include "support/scoped_handler.h"
 #include "threads/waiter.h"
 
 extern char** environ;
@@ -45,25 +46,6 @@ namespace {
 class SurfaceDeviations : public ::testing::Test {
  protected:
   void TearDown() override { ExpectNoUepollLeaks(); }
-};
-
-// Installs a handler for the test and puts the old one back.
-class ScopedHandler {
- public:
-  ScopedHandler(int sig, void (*fn)(int), int flags) : sig_(sig) {
-    struct sigaction sa {};
-    sa.sa_handler = fn;
-    sa.sa_flags = flags;
-    sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, &old_);
-  }
-  ~ScopedHandler() { sigaction(sig_, &old_, nullptr); }
-  ScopedHandler(const ScopedHandler&) = delete;
-  ScopedHandler& operator=(const ScopedHandler&) = delete;
-
- private:
-  int sig_;
-  struct sigaction old_ {};
 };
 
 // The kernel descriptors of the process that are `fd`'s file (fd itself

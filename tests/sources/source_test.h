@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "conformance/helpers.h"
+#include "support/scoped_handler.h"
 #include "threads/waiter.h"
 
 namespace uepoll_test {
@@ -43,20 +44,15 @@ class Rescue {
 // scope; the previous disposition comes back at the end.
 class ScopedSigusr1 {
  public:
-  explicit ScopedSigusr1(bool restart) {
+  // The count starts at 0; the test sends no signal before this returns.
+  explicit ScopedSigusr1(bool restart)
+      : handler_(SIGUSR1, Count, restart ? SA_RESTART : 0) {
     g_signals.store(0);
-    struct sigaction sa {};
-    sa.sa_handler = [](int) { g_signals.fetch_add(1); };
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = restart ? SA_RESTART : 0;
-    sigaction(SIGUSR1, &sa, &old_);
   }
-  ~ScopedSigusr1() { sigaction(SIGUSR1, &old_, nullptr); }
-  ScopedSigusr1(const ScopedSigusr1&) = delete;
-  ScopedSigusr1& operator=(const ScopedSigusr1&) = delete;
 
  private:
-  struct sigaction old_ {};
+  static void Count(int) { g_signals.fetch_add(1); }
+  ScopedHandler handler_;
 };
 
 class SourceTest : public ConformanceTest {

@@ -45,6 +45,7 @@
 
 #include "core/wait_queue.h"
 #include "support/fixture.h"
+#include "support/scoped_handler.h"
 #include "threads/blocked.h"
 #include "threads/waiter.h"
 
@@ -84,26 +85,20 @@ constexpr bool kTsan = false;
     }                                                                       \
   } while (0)
 
-class ScopedHandler {
+// The holding handler on SIGUSR1 for the scope; at its end, a handler
+// still held is let go before the old disposition comes back (the member's
+// destructor runs after this one's body).
+class ScopedHoldingHandler {
  public:
-  explicit ScopedHandler(bool restart) {
+  explicit ScopedHoldingHandler(bool restart)
+      : handler_(SIGUSR1, &HoldingHandler, restart ? SA_RESTART : 0) {
     g_held.store(0);
     g_release.store(false);
-    struct sigaction sa {};
-    sa.sa_handler = &HoldingHandler;
-    sa.sa_flags = restart ? SA_RESTART : 0;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, &old_);
   }
-  ~ScopedHandler() {
-    g_release.store(true);
-    sigaction(SIGUSR1, &old_, nullptr);
-  }
-  ScopedHandler(const ScopedHandler&) = delete;
-  ScopedHandler& operator=(const ScopedHandler&) = delete;
+  ~ScopedHoldingHandler() { g_release.store(true); }
 
  private:
-  struct sigaction old_ {};
+  ScopedHandler handler_;
 };
 
 // One kind of blocking call on one object: what blocks, what one event
@@ -198,7 +193,7 @@ class HandoverIo : public ::testing::TestWithParam<
 // the event.
 TEST_P(HandoverIo, cancelled_picked_waiter_hands_the_wakeup_on) {
   SKIP_UNDER_TSAN();
-  ScopedHandler handler(/*restart=*/true);
+  ScopedHoldingHandler handler(/*restart=*/true);
   Blocked a(CallFn());
   ASSERT_TRUE(a.Parked());
   Blocked b(CallFn());  // queued after a: a is the one an event picks
@@ -220,7 +215,7 @@ TEST_P(HandoverIo, cancelled_picked_waiter_hands_the_wakeup_on) {
 // nobody sleeps with the event pending.
 TEST_P(HandoverIo, interrupted_picked_waiter_loses_nothing) {
   SKIP_UNDER_TSAN();
-  ScopedHandler handler(/*restart=*/false);
+  ScopedHoldingHandler handler(/*restart=*/false);
   Blocked a(CallFn());
   ASSERT_TRUE(a.Parked());
   Blocked b(CallFn());
@@ -303,7 +298,7 @@ class HandoverIoInterruptedUepoll : public HandoverIo {
 TEST_P(HandoverIoInterruptedUepoll, event_after_the_last_test_wakes_the_other) {
   SKIP_UNDER_TSAN();
   ASSERT_TRUE(K().exclusive);
-  ScopedHandler handler(/*restart=*/false);
+  ScopedHoldingHandler handler(/*restart=*/false);
   g_release.store(true);  // the handler returns at once: EINTR
   Blocked a(CallFn());
   ASSERT_TRUE(a.Parked());
@@ -344,7 +339,7 @@ TEST_P(HandoverPipe, hand_over_passes_an_idle_exclusive_registration) {
   SKIP_UNDER_TSAN();
   int p[2];
   Pipe(p);
-  ScopedHandler handler(/*restart=*/true);
+  ScopedHoldingHandler handler(/*restart=*/true);
   const Backend* bk = &B();
   auto read1 = [bk, &p] {
     char c;
@@ -380,7 +375,7 @@ TEST_P(HandoverEpoll, cancelled_picked_waiter_hands_the_wakeup_on) {
   int ep = Epoll();
   int efd = Eventfd();
   ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, efd, EPOLLIN, 7), 0);
-  ScopedHandler handler(/*restart=*/true);
+  ScopedHoldingHandler handler(/*restart=*/true);
   const Backend* b = &B();
   auto wait = [b, ep] {
     epoll_event ev[2];
@@ -412,7 +407,7 @@ TEST_P(HandoverEpoll, cancelled_picked_waiter_hands_the_wakeup_on) {
 // up still owes the event it was picked for).
 void InterruptedEpollWaiter(const Backend& bk, int ep, int efd,
                             int newest_timeout_ms, bool wait_out_timeout) {
-  ScopedHandler handler(/*restart=*/false);
+  ScopedHoldingHandler handler(/*restart=*/false);
   const Backend* b = &bk;
   Blocked older([b, ep] {
     epoll_event ev[2];
