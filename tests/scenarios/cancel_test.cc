@@ -20,6 +20,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -293,6 +294,50 @@ TEST_P(CancelScenario, BlockingWriteToAFullSocket) {
   CancellableCall c([b, &sv] {
     std::string z(100, 'Z');
     return long{b->write(sv[0], z.data(), z.size())};
+  });
+  CancelBlocked(c, [&] { Drain(sv[1]); });
+  EXPECT_EQ(Drain(sv[1]), std::string(full, 'f'));
+  ExpectBlockedWriterIsWoken(sv[0], sv[1]);
+}
+
+// recvmmsg's wait for its first message, and sendmmsg's wait for room,
+// are cancellation points as read and write are (each a batch of one).
+TEST_P(CancelScenario, BlockingRecvmmsgOfASocket) {
+  int sv[2];
+  SocketPair(sv);
+  const Backend* b = &B();
+  auto recv_one = [b, &sv] {
+    char buf[16];
+    iovec iov{buf, sizeof buf};
+    mmsghdr m{};
+    m.msg_hdr.msg_iov = &iov;
+    m.msg_hdr.msg_iovlen = 1;
+    int n = b->recvmmsg(sv[0], &m, 1, 0, nullptr);
+    return n == 1 ? static_cast<int>(m.msg_len) : -1;
+  };
+  CancellableCall c([&recv_one] { return long{recv_one()}; });
+  CancelBlocked(c, [&] { ASSERT_EQ(B().write(sv[1], "u", 1), 1); });
+  ASSERT_EQ(B().write(sv[1], "abcde", 5), 5);
+  EXPECT_EQ(Drain(sv[0]), "abcde");
+  Waiter w([&recv_one](epoll_event*) { return recv_one(); });
+  ASSERT_TRUE(w.Parked());
+  ASSERT_EQ(B().write(sv[1], "xyz", 3), 3);
+  ASSERT_TRUE(w.WaitDone());
+  EXPECT_EQ(w.result(), 3);
+}
+
+TEST_P(CancelScenario, BlockingSendmmsgToAFullSocket) {
+  int sv[2];
+  SocketPair(sv);
+  const size_t full = Fill(sv[0]);
+  const Backend* b = &B();
+  CancellableCall c([b, &sv] {
+    std::string z(100, 'Z');
+    iovec iov{z.data(), z.size()};
+    mmsghdr m{};
+    m.msg_hdr.msg_iov = &iov;
+    m.msg_hdr.msg_iovlen = 1;
+    return long{b->sendmmsg(sv[0], &m, 1, 0)};
   });
   CancelBlocked(c, [&] { Drain(sv[1]); });
   EXPECT_EQ(Drain(sv[1]), std::string(full, 'f'));
