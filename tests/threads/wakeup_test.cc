@@ -5,8 +5,12 @@
 // waiter woken for nothing sleeps again, which only its return value could
 // show. So each test ends by releasing the waiters still blocked through a
 // separate level-triggered "stop" item and counts who returned what.
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -304,6 +308,46 @@ TEST_P(ThreadsWakeup, CloseOfPipeDoesNotDisturbBlockedReader) {
   EXPECT_TRUE(still_parked) << "close() ended the blocked read";
   EXPECT_EQ(w->result(), 1);
   EXPECT_EQ(c, 'x');
+}
+
+// The same for a recvmmsg blocked for its first message on a socket: the
+// batch keeps the socket, the close returns at once, and a later send
+// ends the batch with that message.
+TEST_P(ThreadsWakeup, CloseOfSocketDoesNotDisturbBlockedRecvmmsg) {
+  int sv[2];
+  SocketPair(sv);  // blocking
+  const Backend* b = &B();
+  int rd = sv[0];
+  char buf[8] = {};
+  ASSERT_EQ(b->write(sv[1], "a", 1), 1);
+  auto w = std::make_unique<Waiter>([b, rd, &buf](epoll_event*) {
+    char first = 0;
+    if (b->read(rd, &first, 1) != 1 || first != 'a') return -1;
+    iovec iov{buf, sizeof buf};
+    mmsghdr m{};
+    m.msg_hdr.msg_iov = &iov;
+    m.msg_hdr.msg_iovlen = 1;
+    int n = b->recvmmsg(rd, &m, 1, 0, nullptr);
+    return n == 1 ? static_cast<int>(m.msg_len) : -1;
+  });
+  ASSERT_TRUE(w->Parked());
+  Forget(sv[0]);
+  std::atomic<bool> closed{false};
+  std::atomic<int> close_result{-2};
+  std::thread closer([&] {
+    close_result = CloseUnderBlockedWaiter(*b, rd);
+    closed = true;
+  });
+  bool returned = Eventually([&] { return closed.load(); });
+  bool still_parked = returned && w->Parked();
+  ASSERT_EQ(b->write(sv[1], "xy", 2), 2);
+  closer.join();
+  ASSERT_TRUE(w->WaitDone());
+  EXPECT_TRUE(returned) << "close() waited for the blocked recvmmsg";
+  EXPECT_EQ(close_result.load(), 0);
+  EXPECT_TRUE(still_parked) << "close() ended the blocked recvmmsg";
+  EXPECT_EQ(w->result(), 2);
+  EXPECT_EQ(std::string(buf, 2), "xy");
 }
 
 // The event is stolen by a timeout-0 wait between the waiter's wakeup and its
