@@ -16,7 +16,7 @@ command -v valgrind >/dev/null || {
   exit 1
 }
 [[ -f build/release/build.ninja ]] || cmake --preset release >/dev/null
-cmake --build build/release --target uepoll >/dev/null
+cmake --build build/release --target uepoll_static >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # -no-pie: fixed addresses, so that nm's symbols name the trace's.
