@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -50,6 +51,31 @@ class ThreadsWakeup : public BackendTest {
     return StartEpollWaiter(B(), ep, max);
   }
   Waiters StartWaiters(int n, int ep) { return StartEpollWaiters(B(), n, ep); }
+
+  // Closes fd (the fixture forgets it) on another thread while w is
+  // blocked in a call on it, then runs release(), which must end that
+  // call, so that the closer finishes either way. Expects the close to
+  // have returned 0 without waiting, with w still blocked after it. `what`
+  // names the call in the failures.
+  void ExpectCloseLeavesBlockedCall(int fd, Waiter& w,
+                                    const std::function<void()>& release,
+                                    const char* what) {
+    Forget(fd);
+    std::atomic<bool> closed{false};
+    std::atomic<int> close_result{-2};
+    std::thread closer([&] {
+      close_result = CloseUnderBlockedWaiter(B(), fd);
+      closed = true;
+    });
+    bool returned = Eventually([&] { return closed.load(); });
+    bool still_parked = returned && w.Parked();
+    release();
+    closer.join();
+    ASSERT_TRUE(w.WaitDone());
+    EXPECT_TRUE(returned) << "close() waited for the blocked " << what;
+    EXPECT_EQ(close_result.load(), 0);
+    EXPECT_TRUE(still_parked) << "close() ended the blocked " << what;
+  }
 };
 
 TEST_P(ThreadsWakeup, EtEventWakesExactlyOneOfNWaiters) {
@@ -290,22 +316,9 @@ TEST_P(ThreadsWakeup, CloseOfPipeDoesNotDisturbBlockedReader) {
     return static_cast<int>(b->read(rd, &c, 1));
   });
   ASSERT_TRUE(w->Parked());
-  Forget(p[0]);
-  std::atomic<bool> closed{false};
-  std::atomic<int> close_result{-2};
-  std::thread closer([&] {
-    close_result = CloseUnderBlockedWaiter(*b, rd);
-    closed = true;
-  });
-  bool returned = Eventually([&] { return closed.load(); });
-  // Either way, a byte ends the read so that the closer can finish.
-  bool still_parked = returned && w->Parked();
-  ASSERT_EQ(b->write(p[1], "x", 1), 1);
-  closer.join();
-  ASSERT_TRUE(w->WaitDone());
-  EXPECT_TRUE(returned) << "close() waited for the blocked read";
-  EXPECT_EQ(close_result.load(), 0);
-  EXPECT_TRUE(still_parked) << "close() ended the blocked read";
+  // Either way, a byte ends the read.
+  ExpectCloseLeavesBlockedCall(
+      rd, *w, [&] { ASSERT_EQ(b->write(p[1], "x", 1), 1); }, "read");
   EXPECT_EQ(w->result(), 1);
   EXPECT_EQ(c, 'x');
 }
@@ -331,21 +344,8 @@ TEST_P(ThreadsWakeup, CloseOfSocketDoesNotDisturbBlockedRecvmmsg) {
     return n == 1 ? static_cast<int>(m.msg_len) : -1;
   });
   ASSERT_TRUE(w->Parked());
-  Forget(sv[0]);
-  std::atomic<bool> closed{false};
-  std::atomic<int> close_result{-2};
-  std::thread closer([&] {
-    close_result = CloseUnderBlockedWaiter(*b, rd);
-    closed = true;
-  });
-  bool returned = Eventually([&] { return closed.load(); });
-  bool still_parked = returned && w->Parked();
-  ASSERT_EQ(b->write(sv[1], "xy", 2), 2);
-  closer.join();
-  ASSERT_TRUE(w->WaitDone());
-  EXPECT_TRUE(returned) << "close() waited for the blocked recvmmsg";
-  EXPECT_EQ(close_result.load(), 0);
-  EXPECT_TRUE(still_parked) << "close() ended the blocked recvmmsg";
+  ExpectCloseLeavesBlockedCall(
+      rd, *w, [&] { ASSERT_EQ(b->write(sv[1], "xy", 2), 2); }, "recvmmsg");
   EXPECT_EQ(w->result(), 2);
   EXPECT_EQ(std::string(buf, 2), "xy");
 }
