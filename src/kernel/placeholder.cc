@@ -51,9 +51,12 @@ int CopyPlaceholderTo(int oldfd, int newfd) {
     r = -errno;
     if (r == -EBADF && sys::Fcntl(oldfd, F_GETFD, 0) < 0) {
       // oldfd's kernel file is gone (not newfd's range): a fresh one.
+      // Made at newfd itself when newfd is the lowest free number (a
+      // closed one, or oldfd's own, in a close racing this call): it is
+      // then already in place, and a dup3 onto itself would fail.
       int tmp = MakePlaceholder(0);
-      r = tmp;
-      if (tmp >= 0) {
+      r = tmp < 0 ? tmp : 0;
+      if (tmp >= 0 && tmp != newfd) {
         r = sys::Dup3(tmp, newfd, O_CLOEXEC) < 0 ? -errno : 0;
         sys::Close(tmp);
       }

@@ -152,6 +152,30 @@ TEST_F(BridgeLibcClose, EveryUepollCallThatTakesTheNumberReleasesTheOrphan) {
   ::close(k);
 }
 
+// A dup2 of a number whose kernel file libc closed gives newfd a fresh
+// placeholder (kernel/placeholder.h, CopyPlaceholderTo). When newfd is the
+// lowest free number, that placeholder is made at newfd itself: newfd then
+// already holds it (there was once a dup3 of newfd onto itself, EINVAL).
+// The same happens when a close races the dup2 (StressClose.
+// CloseRacesWaitCtlAndWrites saw dup2 fail with EINVAL, which the kernel's
+// dup2 never gives).
+TEST_F(BridgeLibcClose, Dup2OfALibcClosedNumberOntoTheLowestFreeNumber) {
+  int low = uepoll_eventfd(0, EFD_NONBLOCK);
+  int u = Keep(uepoll_eventfd(5, EFD_NONBLOCK));
+  ASSERT_GE(low, 0);
+  ASSERT_LT(low, u);
+  ASSERT_EQ(uepoll_close(low), 0);  // the lowest free number
+  ASSERT_EQ(::close(u), 0);         // u's placeholder
+  ASSERT_EQ(uepoll_dup2(u, low), low) << strerror(errno);
+  Keep(low);
+  EXPECT_TRUE(KernelOpen(low)) << "a placeholder at the new number";
+  uint64_t v = 0;
+  EXPECT_EQ(uepoll_read(low, &v, 8), 8) << "the object, through the dup";
+  EXPECT_EQ(v, 5u);
+  EXPECT_EQ(Counts().files, 1);
+  EXPECT_EQ(Counts().descriptors, 2);
+}
+
 // A libc open takes the number: uepoll still maps it to the orphan, so a
 // uepoll call on it reaches the orphan, and uepoll_close closes both (the
 // application closed a number it did not own: a double close).
