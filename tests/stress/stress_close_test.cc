@@ -291,7 +291,8 @@ TEST_P(StressClose, InstanceCloseWithWaitersPollersAndWatchers) {
 // nothing may crash, leak or trip a sanitizer. The kernel run is the
 // control: it shows that every errno the test accepts is one the kernel
 // gives in the same race (a number the test closed can only be reused by
-// the test's own creations, so the stale numbers stay among its objects).
+// the test's own creations, so the stale numbers stay among its objects;
+// under ThreadSanitizer also by its symbolizer, op 8 below).
 TEST_P(StressClose, CloseRacesWaitCtlAndWrites) {
   SKIP_KERNEL_UNDER_TSAN();
   constexpr int kSlots = 12, kEpSlots = 3;
@@ -413,7 +414,17 @@ TEST_P(StressClose, CloseRacesWaitCtlAndWrites) {
               ev.events = EPOLLIN;
               int r = b->epoll_ctl(ep_slot[rng() % kEpSlots].load(),
                                    EPOLL_CTL_ADD, fresh, &ev);
-              tally.Check(r, errno, 8, {EBADF, EINVAL, EEXIST, ELOOP});
+              int e = errno;
+              // Under ThreadSanitizer, a number another thread closed may
+              // also be taken by the runtime's symbolizer, which opens the
+              // program's libraries (regular files, EPERM as a target)
+              // while it matches a report against the suppressions: seen
+              // once in some 200 runs, fd 22 naming libm.so.6.
+              if (kTsan) {
+                tally.Check(r, e, 8, {EBADF, EINVAL, EEXIST, ELOOP, EPERM});
+              } else {
+                tally.Check(r, e, 8, {EBADF, EINVAL, EEXIST, ELOOP});
+              }
             }
             break;
           }
