@@ -5,9 +5,9 @@ Usage: lines_per_expiry.py TRACE BINARY
 
 Cuts the trace at each entry of footprint_mark and, over the second half
 of the expiries, prints the median of: instructions, distinct 64-byte
-lines of data touched (loads, stores, modifies), and distinct 64-byte
-lines of code executed; then, for the median expiry, the code and data
-lines by function (data lines counted for the function whose instruction
+lines of data touched (loads, stores, modifies), distinct 64-byte lines
+of code executed, and the distinct 4 KiB pages of each; then, for the median expiry, the code and data
+lines and the instructions by function (data lines counted for the function whose instruction
 first touched them in that expiry).
 """
 import bisect
@@ -56,10 +56,11 @@ def main():
                 if a == mark:
                     if cur is not None:
                         expiries.append(cur)
-                    cur = {"n": 0, "code": {}, "data": {}}
+                    cur = {"n": 0, "code": {}, "data": {}, "ins": []}
                     continue
                 if cur is not None:
                     cur["n"] += 1
+                    cur["ins"].append(a)
                     fn = a
                     cur["code"].setdefault(a >> 6, a)
             elif cur is not None and line[:2] in (" L", " S", " M"):
@@ -75,15 +76,22 @@ def main():
           "%d code lines" % (med(lambda e: e["n"]),
                              med(lambda e: len(e["data"])),
                              med(lambda e: len(e["code"]))))
+    pages = lambda lines: len({l >> 6 for l in lines})
+    print("per expiry, medians: %d data pages, %d code pages (4 KiB)" %
+          (med(lambda e: pages(e["data"])), med(lambda e: pages(e["code"]))))
     e = sorted(half, key=lambda e: len(e["code"]))[len(half) // 2]
-    by = collections.defaultdict(lambda: [0, 0])
+    by = collections.defaultdict(lambda: [0, 0, 0])
     for a in e["code"].values():
         by[where(a)][0] += 1
     for a in e["data"].values():
         by[where(a) if a is not None else "(before the first instruction)"][1] += 1
-    print("%5s %5s  function (the median expiry)" % ("code", "data"))
-    for name, (c, d) in sorted(by.items(), key=lambda kv: -sum(kv[1])):
-        print("%5d %5d  %s" % (c, d, name[:100]))
+    for a in e["ins"]:
+        by[where(a)][2] += 1
+    print("%5s %5s %6s  function (the median expiry)" %
+          ("code", "data", "instr"))
+    for name, (c, d, n) in sorted(by.items(),
+                                  key=lambda kv: -(kv[1][0] + kv[1][1])):
+        print("%5d %5d %6d  %s" % (c, d, n, name[:100]))
 
 
 if __name__ == "__main__":
