@@ -14,6 +14,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <functional>
 #include <thread>
 
 #include <uepoll/debug.h>
@@ -174,6 +176,63 @@ TEST_F(BridgeLibcClose, Dup2OfALibcClosedNumberOntoTheLowestFreeNumber) {
   EXPECT_EQ(v, 5u);
   EXPECT_EQ(Counts().files, 1);
   EXPECT_EQ(Counts().descriptors, 2);
+}
+
+// uepoll_close of an instance whose kernel half libc closed: the close
+// puts a placeholder at the number before it clears the slot (an
+// instance's number must not hold a kernel epoll that a kernel wait could
+// sleep on), and that placeholder is made at the number itself when the
+// number is the lowest free one. It must stay there until the close has
+// waited out the calls still using the instance: the number freed then
+// (it was once, by closing the placeholder at once) would be given to the
+// next open, which the close's final close of the number then closed.
+//
+//   C: epoll_ctl(ep, ADD, obj), blocked in obj's poll callback
+//   X: uepoll_close(ep), waiting for C's call to end
+//   main: ::eventfd() while X waits; then lets C go
+TEST_F(BridgeLibcClose, CloseOfAnInstanceKeepsItsNumberUntilItsCallsEnd) {
+  int ep = uepoll_epoll_create1(0);
+  ASSERT_GE(ep, 0);
+  struct Gate {
+    std::atomic<bool> entered{false}, open{false};
+  } gate;
+  static const uepoll_obj_ops ops = {[](void* ctx) -> uint32_t {
+                                       auto* g = static_cast<Gate*>(ctx);
+                                       g->entered.store(true);
+                                       while (!g->open.load())
+                                         std::this_thread::yield();
+                                       return 0;
+                                     },
+                                     nullptr, nullptr, nullptr};
+  uepoll_obj* obj = nullptr;
+  int u = Keep(uepoll_obj_create(&ops, &gate, 0, &obj));
+  ASSERT_NE(obj, nullptr);
+  ASSERT_EQ(::close(ep), 0);  // the kernel half: ep is the lowest free number
+  std::thread c([&] {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    EXPECT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, u, &ev), 0);
+  });
+  auto wait_for = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 10000000 && !done(); ++i) std::this_thread::yield();
+    return done();
+  };
+  bool ctl_in_poll = wait_for([&] { return gate.entered.load(); });
+  std::thread x([&] { EXPECT_EQ(uepoll_close(ep), 0); });
+  // The slot is cleared after the placeholder is in; X then waits for C.
+  bool cleared =
+      ctl_in_poll && wait_for([&] { return !uepoll_is_uepoll_fd(ep); });
+  int k = ::eventfd(0, EFD_CLOEXEC);
+  gate.open.store(true);
+  c.join();
+  x.join();
+  ASSERT_TRUE(ctl_in_poll);
+  ASSERT_TRUE(cleared);
+  ASSERT_GE(k, 0);
+  EXPECT_NE(k, ep) << "the number was free while the close still held it";
+  EXPECT_TRUE(KernelOpen(k)) << "the close closed the next open's descriptor";
+  ::close(k);
+  uepoll_obj_put(obj);
 }
 
 // A libc open takes the number: uepoll still maps it to the orphan, so a
