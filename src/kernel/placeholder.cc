@@ -39,7 +39,20 @@ int MakePlaceholder(int minfd) {
 int CopyPlaceholder(int oldfd, int minfd) {
   int saved = errno;
   int fd = sys::Fcntl(oldfd, F_DUPFD_CLOEXEC, static_cast<unsigned>(minfd));
-  if (fd < 0) fd = errno == EBADF ? MakePlaceholder(minfd) : -errno;
+  if (fd < 0 && errno == EBADF) {
+    // oldfd's kernel file is gone: a fresh placeholder. Not at oldfd
+    // itself, which the kernel has free but which still names the object
+    // (the copy is for another number): one made there is held while
+    // the next is made, then closed, leaving oldfd as it was.
+    fd = MakePlaceholder(minfd);
+    if (fd == oldfd) {
+      int other = MakePlaceholder(minfd);
+      sys::Close(fd);
+      fd = other;
+    }
+  } else if (fd < 0) {
+    fd = -errno;
+  }
   errno = saved;
   return fd;
 }

@@ -25,7 +25,8 @@ int MakePlaceholder(int minfd);
 
 // A copy of oldfd's kernel file (fcntl F_DUPFD_CLOEXEC) at the lowest free
 // number >= minfd; a new placeholder if oldfd has no kernel file any more
-// (the application closed it with libc). -errno on failure.
+// (the application closed it with libc), never at oldfd itself. -errno on
+// failure.
 int CopyPlaceholder(int oldfd, int minfd);
 
 // Puts a copy of oldfd's kernel file at newfd (dup3, replacing whatever the

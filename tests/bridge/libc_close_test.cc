@@ -178,6 +178,34 @@ TEST_F(BridgeLibcClose, Dup2OfALibcClosedNumberOntoTheLowestFreeNumber) {
   EXPECT_EQ(Counts().descriptors, 2);
 }
 
+// A dup (or F_DUPFD) of a libc-closed number gives a new number naming the
+// object, as a dup of any number that names it: the number itself is not
+// free for uepoll, though the kernel has nothing there. The new number's
+// placeholder was once made at the lowest free kernel number, the dup's
+// own argument, and the dup returned that same number (so closing the
+// original, as after any dup, closed the object).
+TEST_F(BridgeLibcClose, ADupOfALibcClosedNumberIsAnotherNumber) {
+  int u = Keep(uepoll_eventfd(5, EFD_NONBLOCK));
+  ASSERT_EQ(::close(u), 0);  // u is now the lowest free kernel number
+  for (int by_fcntl = 0; by_fcntl < 2; ++by_fcntl) {
+    SCOPED_TRACE(by_fcntl ? "fcntl F_DUPFD" : "dup");
+    int d = by_fcntl ? uepoll_fcntl(u, F_DUPFD, 0) : uepoll_dup(u);
+    ASSERT_GE(d, 0) << strerror(errno);
+    Keep(d);
+    EXPECT_NE(d, u);
+    EXPECT_TRUE(KernelOpen(d)) << "the new number's placeholder";
+    EXPECT_FALSE(KernelOpen(u)) << "the dup left the closed number as it was";
+    uint64_t v = 0;
+    EXPECT_EQ(uepoll_read(d, &v, 8), 8);
+    EXPECT_EQ(v, 5u);
+    ASSERT_EQ(uepoll_write(d, &v, 8), 8);  // for the next round
+    EXPECT_EQ(uepoll_close(d), 0);
+    Drop(d);
+  }
+  EXPECT_EQ(Counts().files, 1);
+  EXPECT_EQ(Counts().descriptors, 1);
+}
+
 // uepoll_close of an instance whose kernel half libc closed: the close
 // puts a placeholder at the number before it clears the slot (an
 // instance's number must not hold a kernel epoll that a kernel wait could
