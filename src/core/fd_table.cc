@@ -394,17 +394,10 @@ int FdTable::Close(int fd) {
   bool early = mode() == FdMode::kKernel && f->KernelFileMaySleep();
   if (early) {
     f->NumberRemoved(fd);
-    // The application may have closed the kernel half with libc: the
-    // placeholder is then made at fd itself and stays there (closing it
-    // would free the number while the busy bit is held, and the close of
-    // fd below would close whatever the kernel gave out there meanwhile).
-    int ph = MakePlaceholder(0);
-    if (ph >= 0 && ph != fd) {
-      int saved = errno;
-      sys::Dup3(ph, fd, O_CLOEXEC);
-      sys::Close(ph);
-      errno = saved;
-    }
+    // With the kernel half closed by libc, the placeholder may be made at
+    // fd itself; it stays until the close of fd below, so that the number
+    // is not free while the busy bit is held.
+    NewPlaceholderAt(fd);
   }
   // seq_cst: see Borrow. New lookups find nothing from here on; the busy
   // bit stays until the kernel's side is closed too. The word this returns,

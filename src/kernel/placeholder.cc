@@ -57,6 +57,22 @@ int CopyPlaceholder(int oldfd, int minfd) {
   return fd;
 }
 
+int NewPlaceholderAt(int fd) {
+  int saved = errno;
+  int tmp = MakePlaceholder(0);
+  int r = tmp < 0 ? tmp : 0;
+  // Made at fd itself when fd was the lowest free number (libc closed it,
+  // or a close is racing the caller): it is then already in place. A dup3
+  // onto itself would fail EINVAL, and closing it would free fd while its
+  // caller still holds the number.
+  if (tmp >= 0 && tmp != fd) {
+    r = sys::Dup3(tmp, fd, O_CLOEXEC) < 0 ? -errno : 0;
+    sys::Close(tmp);
+  }
+  errno = saved;
+  return r;
+}
+
 int CopyPlaceholderTo(int oldfd, int newfd) {
   int saved = errno;
   int r = 0;
@@ -64,15 +80,7 @@ int CopyPlaceholderTo(int oldfd, int newfd) {
     r = -errno;
     if (r == -EBADF && sys::Fcntl(oldfd, F_GETFD, 0) < 0) {
       // oldfd's kernel file is gone (not newfd's range): a fresh one.
-      // Made at newfd itself when newfd is the lowest free number (a
-      // closed one, or oldfd's own, in a close racing this call): it is
-      // then already in place, and a dup3 onto itself would fail.
-      int tmp = MakePlaceholder(0);
-      r = tmp < 0 ? tmp : 0;
-      if (tmp >= 0 && tmp != newfd) {
-        r = sys::Dup3(tmp, newfd, O_CLOEXEC) < 0 ? -errno : 0;
-        sys::Close(tmp);
-      }
+      r = NewPlaceholderAt(newfd);
     }
   }
   errno = saved;

@@ -29,6 +29,11 @@ int MakePlaceholder(int minfd);
 // failure.
 int CopyPlaceholder(int oldfd, int minfd);
 
+// Puts a new placeholder at fd, replacing whatever the kernel has there;
+// one the kernel made at fd itself (fd was its lowest free number) stays.
+// 0 or -errno; errno is preserved.
+int NewPlaceholderAt(int fd);
+
 // Puts a copy of oldfd's kernel file at newfd (dup3, replacing whatever the
 // kernel had there). 0 or -errno (EBADF: newfd beyond RLIMIT_NOFILE).
 int CopyPlaceholderTo(int oldfd, int newfd);

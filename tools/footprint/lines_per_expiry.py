@@ -6,9 +6,10 @@ Usage: lines_per_expiry.py TRACE BINARY
 Cuts the trace at each entry of footprint_mark and, over the second half
 of the expiries, prints the median of: instructions, distinct 64-byte
 lines of data touched (loads, stores, modifies), distinct 64-byte lines
-of code executed, and the distinct 4 KiB pages of each; then, for the median expiry, the code and data
-lines and the instructions by function (data lines counted for the function whose instruction
-first touched them in that expiry).
+of code executed, and the distinct 4 KiB pages of each; then, for the
+median expiry, the code and data lines and the instructions by function
+(data lines counted for the function whose instruction first touched them
+in that expiry).
 """
 import bisect
 import collections

@@ -2,8 +2,9 @@
 # What one timer expiry touches in uepoll: instructions, and distinct
 # 64-byte lines and 4 KiB pages of data and of code, counted over a
 # valgrind (lackey) trace of expiry_loop.cc in steady state (one expiry
-# per wait), with a breakdown by function (lines and instructions). A diagnostic for BENCHMARKS.md ("Timers: what one
-# expiry touches"), not a test: CI does not run it.
+# per wait), with a breakdown by function (lines and instructions). A
+# diagnostic for BENCHMARKS.md ("Timers: what one expiry touches"), not a
+# test: CI does not run it.
 #
 #   tools/footprint/run.sh [timers (1000)] [waits (120)] [spacing_ms (20)]
 #
