@@ -218,6 +218,9 @@ TEST_F(BridgeLibcClose, ADupOfALibcClosedNumberIsAnotherNumber) {
 //   C: epoll_ctl(ep, ADD, obj), blocked in obj's poll callback
 //   X: uepoll_close(ep), waiting for C's call to end
 //   main: ::eventfd() while X waits; then lets C go
+//
+// The poll callback waits on the test's own flag, as it may wait on an
+// application lock (uepoll.h's callback rules), never on a uepoll call.
 TEST_F(BridgeLibcClose, CloseOfAnInstanceKeepsItsNumberUntilItsCallsEnd) {
   int ep = uepoll_epoll_create1(0);
   ASSERT_GE(ep, 0);
