@@ -361,6 +361,9 @@ bool Eventpoll::KernelReady() {
 // --- fork ---
 
 void Eventpoll::RebuildInChild() {
+  // Even in an instance another thread left mid-operation (below): that
+  // thread's sleep in the kernel half must not keep a close here waiting.
+  khalf_.ForgetOtherThreadsOps();
   if (!mtx_.TryLock()) return;  // held by a thread that is not here (D12)
   mtx_.Unlock();
   {

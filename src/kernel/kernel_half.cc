@@ -138,8 +138,9 @@ bool KernelHalf::NumberRemoved(int fd) {
     knum_.store(other, std::memory_order_seq_cst);
     last = other < 0;
   }
-  // Operations that read the old number finish before it is closed.
-  for (int spins = 0; kops_.load(std::memory_order_seq_cst) != 0; ++spins) {
+  // Operations that read the old number finish before it is closed. (Below
+  // zero only in a fork child: ForgetOtherThreadsOps.)
+  for (int spins = 0; kops_.load(std::memory_order_seq_cst) > 0; ++spins) {
     Backoff(spins);
   }
   return last;
@@ -225,6 +226,15 @@ int KernelHalf::DupForFlight() {
   });
   errno = saved;
   return r;
+}
+
+__thread KernelHalf::ThreadOps KernelHalf::t_ops = {};
+
+void KernelHalf::ForgetOtherThreadsOps() {
+  int own = 0;
+  int named = t_ops.depth < ThreadOps::kSlots ? t_ops.depth : ThreadOps::kSlots;
+  for (int i = 0; i < named; ++i) own += t_ops.ops[i] == &kops_;
+  kops_.store(own, std::memory_order_relaxed);
 }
 
 int KernelHalf::RebuildInChild(bool copy) {

@@ -147,24 +147,58 @@ class KernelHalf {
   // -errno (the old one is kept). Only from the atfork child handler.
   int RebuildInChild(bool copy);
 
+  // In a fork child, from the atfork child handler: forgets the operations
+  // other threads of the parent had in flight (a waiter asleep in the
+  // epoll, say): they never end here, and a close of the instance's number
+  // would wait for them forever (NumberRemoved). The forking thread's own,
+  // when a signal handler that interrupted one forked, stay counted.
+  void ForgetOtherThreadsOps();
+
   // For the lock order's declarations only: a leaf, taken under an
   // instance's lock_ (LOCKING, epoll/eventpoll.h).
   Mutex& number_lock() RETURN_CAPABILITY(kmu_) { return kmu_; }
 
  private:
-  // One operation in flight on knum_, for its scope.
+  // The operations the calling thread has in flight, innermost last (a
+  // signal handler may start one inside another), so that a fork child
+  // knows which of a count are its own (ForgetOtherThreadsOps). Slots at
+  // and above depth are null; deeper than kSlots are counted, not named.
+  struct ThreadOps {
+    static constexpr int kSlots = 4;
+    std::atomic<int>* ops[kSlots];
+    int depth;
+  };
+  static __thread ThreadOps t_ops __attribute__((tls_model("initial-exec")));
+
+  // One operation in flight on knum_, for its scope. The thread's record
+  // is written after the count goes up and cleared before it goes down: a
+  // fork from a signal handler in between finds an operation counted and
+  // not named, and the child's count is at worst one too low for it (the
+  // interrupted operation then ends below zero there, which NumberRemoved
+  // takes as none), never too high (a wait that would never end).
   class InFlight {
    public:
     explicit InFlight(std::atomic<int>* ops) : ops_(ops) {
       // seq_cst, against NumberRemoved's store of knum_ then load of kops_.
       ops_->fetch_add(1, std::memory_order_seq_cst);
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      slot_ = t_ops.depth++;
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      if (slot_ < ThreadOps::kSlots) t_ops.ops[slot_] = ops_;
     }
-    ~InFlight() { ops_->fetch_sub(1, std::memory_order_release); }
+    ~InFlight() {
+      if (slot_ < ThreadOps::kSlots) t_ops.ops[slot_] = nullptr;
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      --t_ops.depth;
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      ops_->fetch_sub(1, std::memory_order_release);
+    }
     InFlight(const InFlight&) = delete;
     InFlight& operator=(const InFlight&) = delete;
 
    private:
     std::atomic<int>* ops_;
+    int slot_;
   };
 
   // Another number of the instance that still holds a kernel file, or -1.

@@ -254,6 +254,62 @@ TEST_P(BridgeCorners, ForkedChildWaiterWakesForAKernelDescriptorBelow) {
   EXPECT_EQ(Wait(P), (Evs{{EPOLLIN, 8}}));
 }
 
+// fork() while another thread sleeps in an instance's kernel half (it holds
+// a kernel descriptor): the child closes the instance's numbers, as a JVM's
+// child does with every descriptor before exec, and goes on. The sleeper
+// does not exist in the child; a close that waited for it to leave the
+// kernel half spun forever (found with realprog.java's VFORK and FORK
+// launch mechanisms). The child's alarm turns a hang into a failure.
+TEST_P(BridgeCorners, ForkedChildClosesAnInstanceAnotherThreadSleepsIn) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support fork() in a threaded "
+                  "process whose child keeps running";
+#endif
+  int ep = Epoll();
+  int k = KEventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, k, EPOLLIN, 7), 0);
+  int ep2 = B().dup(ep);
+  ASSERT_GE(ep2, 0);
+  const Backend* b = &B();
+  std::atomic<int> got{-1};
+  std::atomic<pid_t> tid{0};
+  std::thread t([&] {
+    tid = Gettid();
+    epoll_event ev{};
+    got = b->epoll_wait(ep, &ev, 1, kWaitMs);
+  });
+  ASSERT_TRUE(Eventually([&] { return tid != 0; }));
+  ASSERT_TRUE(WaitUntilParked(tid));
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(10);
+    if (b->close(ep) != 0) _exit(2);
+    if (b->close(ep2) != 0) _exit(3);
+    // The child's own instances work.
+    int e = b->epoll_create1(0);
+    if (e < 0) _exit(4);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = 9;
+    if (b->epoll_ctl(e, EPOLL_CTL_ADD, k, &ev) != 0) _exit(5);
+    uint64_t one = 1;
+    if (::write(k, &one, 8) != 8) _exit(6);
+    if (b->epoll_wait(e, &ev, 1, 0) != 1 || ev.data.u64 != 9) _exit(7);
+    _exit(b->close(e) == 0 ? 0 : 8);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFSIGNALED(status) ? "killed by signal " : "exit status ")
+      << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  // The parent's sleeper is untouched: the child's write (the eventfd is
+  // shared) wakes it, in its own instance.
+  t.join();
+  EXPECT_EQ(got, 1);
+  B().close(ep2);
+}
+
 // uepoll's own descriptors do not take the numbers the application gets:
 // after this thread's first wait with a signal mask (which gives it its
 // sleep descriptors, kept while it lives), the next descriptors the program
