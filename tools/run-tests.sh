@@ -32,7 +32,8 @@ readonly PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev
                    pkg-config dpkg-dev file groff-base man-db python3
                    libuv1-dev libboost-dev libevent-dev libev-dev
                    python3.11 libpython3.11-testsuite redis-server redis-tools
-                   nginx-light wrk curl nodejs)
+                   nginx-light wrk curl nodejs postgresql memcached
+                   libmemcached-tools openjdk-17-jdk-headless)
 
 usage() { sed -n '2,16s/^# \{0,1\}//p' "$0"; }
 
