@@ -89,6 +89,7 @@ int File::SetStatusFlags(uint32_t arg) {
 int File::OpenKernelFile(int minfd) { return MakePlaceholder(minfd); }
 
 void File::LastClose() {
+  if (left_at_fork_) return;  // leaked: tearing it down takes its locks
   // No descriptor and no call refers to this object any more, so no new
   // item can be added: remove the existing ones, then tear down. Always
   // through watch_lock_, never a lockless "no watchers" shortcut: a DEL or

@@ -162,6 +162,16 @@ class File {
     }
   }
 
+  // fork(): in the child, an object that a parent thread was in the middle
+  // of changing (one of its locks held: that thread does not exist here)
+  // is left as it is, and its numbers can still be closed: closing one
+  // neither tells the object nor waits for it, and the last reference
+  // leaks the object instead of tearing it down, which would take its
+  // locks (docs/semantics.md D12). Set only by an atfork child handler,
+  // before any other code runs in the child; never in a parent.
+  bool left_at_fork() const { return left_at_fork_; }
+  void set_left_at_fork() { left_at_fork_ = true; }
+
   // fasync (the kernel's f_op->fasync): put this file in signal-driven
   // mode through descriptor fd (on), or take it out (off), and set or
   // clear O_ASYNC in its flags; 0 or -errno. Default: -ENOTTY, a kind
@@ -234,6 +244,7 @@ class File {
   std::atomic<long> refs_{1};
   std::atomic<uint32_t> f_flags_;
   std::atomic<bool> many_numbers_{false};
+  bool left_at_fork_ = false;               // see left_at_fork()
   std::atomic<FileOwner*> owner_{nullptr};  // see owner()
 };
 

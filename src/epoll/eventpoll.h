@@ -391,6 +391,11 @@ class Eventpoll final : public File {
   // fields without lock_ (the inherited lock may be held by a lost thread).
   void RebuildInChild() NO_THREAD_SAFETY_ANALYSIS;
   void ReregisterInChild();
+  // In a fork child: whether one of the instance's locks is held (by a
+  // parent thread that is not here), and whether it watches an instance
+  // left at the fork (File::left_at_fork).
+  bool LockedAtFork();
+  bool WatchesOneLeftAtFork();
 
   // --- the mirror (watchable.cc) ---
   // Brings the mirror in line with the uepoll half's readiness now (arm:

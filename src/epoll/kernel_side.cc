@@ -63,6 +63,8 @@ void Eventpoll::NumberAdded(int newfd, int oldfd) {
 }
 
 void Eventpoll::NumberRemoved(int fd) {
+  // Its locks may be held by a thread that is not in this fork child.
+  if (left_at_fork()) return;
   if (khalf_.IsLastNumber(fd)) {
     // Sleepers in the kernel half keep it while they sleep, but with no
     // number left no token can reach them: they wake now, through the
@@ -364,6 +366,7 @@ void Eventpoll::RebuildInChild() {
   // Even in an instance another thread left mid-operation (below): that
   // thread's sleep in the kernel half must not keep a close here waiting.
   khalf_.ForgetOtherThreadsOps();
+  if (left_at_fork()) return;   // a thread that is not here was changing it
   if (!mtx_.TryLock()) return;  // held by a thread that is not here (D12)
   mtx_.Unlock();
   {
@@ -379,7 +382,7 @@ void Eventpoll::RebuildInChild() {
 }
 
 void Eventpoll::ReregisterInChild() {
-  if (!mtx_.TryLock()) return;
+  if (left_at_fork() || !mtx_.TryLock()) return;
   children_.ForEach([&](EpItem* epi, uint32_t idx) {
     uint64_t cookie = khalf_.Cookie(idx);
     uint32_t events = ChildEvents(epi);
@@ -390,18 +393,64 @@ void Eventpoll::ReregisterInChild() {
   mirror_.RemakeInChild(khalf_);
 }
 
+bool Eventpoll::LockedAtFork() {
+  bool held = false;
+  auto probe = [&](Mutex& m) NO_THREAD_SAFETY_ANALYSIS {
+    if (m.TryLock()) {
+      m.Unlock();
+    } else {
+      held = true;
+    }
+  };
+  probe(mtx_);
+  probe(lock_);
+  probe(khalf_.number_lock());
+  probe(watch_lock());
+  return held;
+}
+
+bool Eventpoll::WatchesOneLeftAtFork() {
+  // mtx_ is free: LockedAtFork said so, and only this thread exists.
+  if (!mtx_.TryLock()) return false;
+  bool any = false;
+  children_.ForEach([&](EpItem* epi, uint32_t) {
+    if (epi->file->left_at_fork()) any = true;
+  });
+  mtx_.Unlock();
+  return any;
+}
+
 void Eventpoll::ForkChild() {
   // Only the forking thread exists here, and no application code has run
   // since fork(): every number is still what the parent had at the fork.
   WakeFd::ForkChild();
   FdTable& t = FdTable::Get();
-  if (t.mode() != FdMode::kKernel) return;
   std::vector<Eventpoll*> eps;
   t.ForEachOpen([&](int, File* f, bool) {
     if (f->is_epoll()) eps.push_back(static_cast<Eventpoll*>(f));
   });
   std::sort(eps.begin(), eps.end());
   eps.erase(std::unique(eps.begin(), eps.end()), eps.end());
+  // An instance another thread was changing at the fork is left as it is
+  // (File::left_at_fork;
+  // BridgeForkChild.ClosesInstancesAnotherThreadWasChanging), and so is
+  // one that watches such an instance: its teardown would take the other's
+  // poll queue lock to unhook its item there (untested: no test can stop
+  // a thread inside that lock at a fork). Repeated until no more is found,
+  // for chains of nesting.
+  for (Eventpoll* ep : eps) {
+    if (ep->LockedAtFork()) ep->set_left_at_fork();
+  }
+  for (bool more = true; more;) {
+    more = false;
+    for (Eventpoll* ep : eps) {
+      if (!ep->left_at_fork() && ep->WatchesOneLeftAtFork()) {
+        ep->set_left_at_fork();
+        more = true;
+      }
+    }
+  }
+  if (t.mode() != FdMode::kKernel) return;
   // First every kernel half, then the registrations between them (a
   // child's new kernel half must exist before its parent registers it).
   for (Eventpoll* ep : eps) ep->RebuildInChild();

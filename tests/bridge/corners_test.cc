@@ -310,6 +310,87 @@ TEST_P(BridgeCorners, ForkedChildClosesAnInstanceAnotherThreadSleepsIn) {
   B().close(ep2);
 }
 
+// fork() while another thread is in the middle of a harvest of an instance
+// (held in a user object's poll callback, with the instance's locks): the
+// child closes the instance's numbers, and an instance that watches it,
+// without waiting for a thread that is not there (CPython's subprocess
+// with an asyncio loop on another thread hung so, in the child's
+// close_range before exec). uepoll only: user objects have no kernel
+// counterpart. The child's alarm turns a hang into a failure.
+TEST(BridgeForkChild, ClosesInstancesAnotherThreadWasChanging) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support fork() in a threaded "
+                  "process whose child keeps running";
+#endif
+  struct Gate {
+    std::atomic<bool> armed{false}, entered{false}, open{false};
+  } gate;
+  static const uepoll_obj_ops ops = {[](void* ctx) -> uint32_t {
+                                       auto* g = static_cast<Gate*>(ctx);
+                                       if (!g->armed.load()) return 0;
+                                       g->entered.store(true);
+                                       while (!g->open.load())
+                                         std::this_thread::yield();
+                                       return EPOLLIN;
+                                     },
+                                     nullptr, nullptr, nullptr};
+  uepoll_obj* obj = nullptr;
+  int u = uepoll_obj_create(&ops, &gate, 0, &obj);
+  ASSERT_GE(u, 0);
+  int ep = uepoll_epoll_create1(0);
+  ASSERT_GE(ep, 0);
+  int ep2 = uepoll_dup(ep);
+  ASSERT_GE(ep2, 0);
+  int outer = uepoll_epoll_create1(0);
+  ASSERT_GE(outer, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 5;
+  ASSERT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, u, &ev), 0);
+  ASSERT_EQ(uepoll_epoll_ctl(outer, EPOLL_CTL_ADD, ep, &ev), 0);
+  gate.armed.store(true);
+  uepoll_obj_notify(obj, EPOLLIN);
+  std::atomic<int> got{-1};
+  std::thread c([&] {
+    epoll_event e{};
+    got = uepoll_epoll_wait(ep, &e, 1, kWaitMs);
+  });
+  bool in_poll = Eventually([&] { return gate.entered.load(); });
+  pid_t pid = in_poll ? fork() : -1;
+  if (pid == 0) {
+    alarm(10);
+    if (uepoll_close(ep) != 0) _exit(2);
+    if (uepoll_close(ep2) != 0) _exit(3);
+    if (uepoll_close(outer) != 0) _exit(4);
+    // The child's own instances work.
+    int e = uepoll_epoll_create1(0);
+    int efd = uepoll_eventfd(1, 0);
+    if (e < 0 || efd < 0) _exit(5);
+    epoll_event v{};
+    v.events = EPOLLIN;
+    v.data.u64 = 9;
+    if (uepoll_epoll_ctl(e, EPOLL_CTL_ADD, efd, &v) != 0) _exit(6);
+    if (uepoll_epoll_wait(e, &v, 1, 0) != 1 || v.data.u64 != 9) _exit(7);
+    _exit(uepoll_close(e) == 0 && uepoll_close(efd) == 0 ? 0 : 8);
+  }
+  int status = 0;
+  pid_t waited = pid > 0 ? waitpid(pid, &status, 0) : -1;
+  gate.open.store(true);
+  c.join();
+  ASSERT_TRUE(in_poll);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(waited, pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFSIGNALED(status) ? "killed by signal " : "exit status ")
+      << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  // The parent's instances are whole: the harvest reported the object, and
+  // the outer instance reports the inner one.
+  EXPECT_EQ(got, 1);
+  EXPECT_EQ(uepoll_epoll_wait(outer, &ev, 1, 0), 1);
+  for (int fd : {outer, ep2, ep, u}) EXPECT_EQ(uepoll_close(fd), 0);
+  uepoll_obj_put(obj);
+}
+
 // uepoll's own descriptors do not take the numbers the application gets:
 // after this thread's first wait with a signal mask (which gives it its
 // sleep descriptors, kept while it lives), the next descriptors the program
