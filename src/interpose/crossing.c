@@ -8,7 +8,8 @@
  * equivalent objects at the same numbers (uepoll_export_all, kernel/
  * export.h), with their contents, flags and epoll registrations:
  *  - fork(): every one, before libc's fork runs its handlers (and
- *    uepoll_set_fork_mode(UEPOLL_FORK_SHARE), set at load, catches a fork
+ *    uepoll_set_fork_mode(UEPOLL_FORK_SHARE), set as the engine comes into
+ *    the process (engine.c), catches a fork
  *    that does not come through this symbol), so parent and child share
  *    them; _Fork() (no handlers) converts here too;
  *  - vfork(): a vfork child shares the parent's memory, so its close() and
@@ -90,15 +91,12 @@ NEXT(pipe2_fn, pipe2)
 NEXT(read_fn, read)
 NEXT(close_fn, close)
 
-/* At load: fork() shares what crosses. UEPOLL_FORK_MODE=copy keeps the
- * library's default (copies in the child). */
-__attribute__((constructor)) static void CrossingInit(void) {
-  const char *mode = getenv("UEPOLL_FORK_MODE");
-  if (mode && strcmp(mode, "copy") == 0) return;
-  uepoll_set_fork_mode(UEPOLL_FORK_SHARE);
+/* Whether what crosses is shared: the fork mode the engine was given when
+ * it came into the process (engine.c), and nothing to share before. */
+static int Sharing(void) {
+  const struct uepoll_engine_calls *e = Engine();
+  return e != NULL && e->uepoll_get_fork_mode() == UEPOLL_FORK_SHARE;
 }
-
-static int Sharing(void) { return uepoll_get_fork_mode() == UEPOLL_FORK_SHARE; }
 
 /* What an exec passes on: every object with an inheritable number. errno
  * is the caller's again afterwards (an exec that succeeds never returns;
@@ -106,7 +104,7 @@ static int Sharing(void) { return uepoll_get_fork_mode() == UEPOLL_FORK_SHARE; }
 static void ExportInheritable(void) {
   if (!Sharing()) return;
   int saved = errno;
-  uepoll_export_all(UEPOLL_EXPORT_INHERITABLE);
+  Engine()->uepoll_export_all(UEPOLL_EXPORT_INHERITABLE);
   errno = saved;
 }
 
@@ -116,7 +114,7 @@ static void ExportInheritable(void) {
 EXPORT pid_t fork(void) {
   if (Sharing()) {
     int saved = errno;
-    uepoll_export_all(0);
+    Engine()->uepoll_export_all(0);
     errno = saved;
   }
   return Next_fork()();
@@ -125,7 +123,7 @@ EXPORT pid_t fork(void) {
 EXPORT pid_t _Fork(void) {
   if (Sharing()) {
     int saved = errno;
-    uepoll_export_all(0);
+    Engine()->uepoll_export_all(0);
     errno = saved;
   }
   return Next__Fork()();
@@ -250,9 +248,9 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file,
  * object by then, whatever its FD_CLOEXEC. */
 EXPORT int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa,
                                             int fd, int newfd) {
-  if (Sharing() && uepoll_is_uepoll_fd(fd)) {
+  if (Sharing() && IsUepoll(fd)) {
     int saved = errno;
-    uepoll_export_fd(fd);
+    Engine()->uepoll_export_fd(fd);
     errno = saved;
   }
   return Next_posix_spawn_file_actions_adddup2()(fa, fd, newfd);

@@ -11,11 +11,15 @@
  *
  * The files: this one (libc's table, the kinds, the descriptor calls),
  * interpose_numbers.c (the calls that return new kernel numbers, which
- * release stale uepoll objects there), interpose_syscall.c (syscall()).
+ * release stale uepoll objects there), interpose_syscall.c (syscall()),
+ * crossing.c (fork, vfork, exec, posix_spawn), interpose_signal.c
+ * (sigaction and signal), engine.c (the engine, loaded at the first uepoll
+ * object: before it, every call here goes to libc).
  *
  * What cannot be covered is in README.md ("Adopting uepoll without editing
  * code"). To add a call: its libc name to UEPOLL_LIBC_CALLS (for the pass
- * through) and a definition below that calls uepoll_<name>; if glibc has a
+ * through), its uepoll_<name> to UEPOLL_ENGINE_CALLS (capi/interpose_hooks.h)
+ * and a definition below that calls ENGINE_OR_LIBC(<name>); if glibc has a
  * fortified (_chk) entry point for it, that too; if it has a system call,
  * a case in interpose_syscall.c.
  */
@@ -146,124 +150,144 @@ int uepoll_interpose_uses(unsigned kind) {
 /* In the modes where a constructor makes the kernel's object, the number
  * it returns is a new kernel number: Fresh (interpose.h). */
 EXPORT int epoll_create(int size) {
-  return Uses(kEpoll) ? uepoll_epoll_create(size)
-                      : Fresh(Libc()->epoll_create(size));
+  const struct uepoll_engine_calls *e = For(kEpoll);
+  return e ? e->uepoll_epoll_create(size) : Fresh(Libc()->epoll_create(size));
 }
 EXPORT int epoll_create1(int flags) {
-  return Uses(kEpoll) ? uepoll_epoll_create1(flags)
-                      : Fresh(Libc()->epoll_create1(flags));
+  const struct uepoll_engine_calls *e = For(kEpoll);
+  return e ? e->uepoll_epoll_create1(flags)
+           : Fresh(Libc()->epoll_create1(flags));
 }
 EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event) {
-  return uepoll_epoll_ctl(epfd, op, fd, event);
+  return ENGINE_OR_LIBC(epoll_ctl)(epfd, op, fd, event);
 }
 EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
                       int timeout) {
-  return uepoll_epoll_wait(epfd, events, maxevents, timeout);
+  return ENGINE_OR_LIBC(epoll_wait)(epfd, events, maxevents, timeout);
 }
 EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
                        int timeout, const sigset_t *sigmask) {
-  return uepoll_epoll_pwait(epfd, events, maxevents, timeout, sigmask);
+  return ENGINE_OR_LIBC(epoll_pwait)(epfd, events, maxevents, timeout, sigmask);
 }
 EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
                         const struct timespec *timeout,
                         const sigset_t *sigmask) {
-  return uepoll_epoll_pwait2(epfd, events, maxevents, timeout, sigmask);
+  return ENGINE_OR_LIBC(epoll_pwait2)(epfd, events, maxevents, timeout,
+                                      sigmask);
 }
 
 /* ---- object constructors ------------------------------------------- */
 
 EXPORT int eventfd(unsigned int initval, int flags) {
-  return Uses(kEventfd) ? uepoll_eventfd(initval, flags)
-                        : Fresh(Libc()->eventfd(initval, flags));
+  const struct uepoll_engine_calls *e = For(kEventfd);
+  return e ? e->uepoll_eventfd(initval, flags)
+           : Fresh(Libc()->eventfd(initval, flags));
 }
 EXPORT int pipe(int pipefd[2]) {
-  return Uses(kPipe) ? uepoll_pipe(pipefd)
-                     : Fresh2(Libc()->pipe(pipefd), pipefd);
+  const struct uepoll_engine_calls *e = For(kPipe);
+  return e ? e->uepoll_pipe(pipefd) : Fresh2(Libc()->pipe(pipefd), pipefd);
 }
 EXPORT int pipe2(int pipefd[2], int flags) {
-  return Uses(kPipe) ? uepoll_pipe2(pipefd, flags)
-                     : Fresh2(Libc()->pipe2(pipefd, flags), pipefd);
+  const struct uepoll_engine_calls *e = For(kPipe);
+  return e ? e->uepoll_pipe2(pipefd, flags)
+           : Fresh2(Libc()->pipe2(pipefd, flags), pipefd);
 }
 /* Stream pairs become uepoll's; datagram and seqpacket pairs stay the
  * kernel's, as under rename.h (uepoll has them too, but programs that
  * pass such pairs to child processes are common), and other families. */
 EXPORT int socketpair(int domain, int type, int protocol, int sv[2]) {
-  if (domain == AF_UNIX && (type & 0xf) == SOCK_STREAM && Uses(kSocketpair)) {
-    return uepoll_socketpair(domain, type, protocol, sv);
-  }
+  const struct uepoll_engine_calls *e =
+      domain == AF_UNIX && (type & 0xf) == SOCK_STREAM ? For(kSocketpair)
+                                                       : NULL;
+  if (e) return e->uepoll_socketpair(domain, type, protocol, sv);
   return Fresh2(Libc()->socketpair(domain, type, protocol, sv), sv);
 }
 EXPORT int timerfd_create(int clockid, int flags) {
-  return Uses(kTimerfd) ? uepoll_timerfd_create(clockid, flags)
-                        : Fresh(Libc()->timerfd_create(clockid, flags));
+  const struct uepoll_engine_calls *e = For(kTimerfd);
+  return e ? e->uepoll_timerfd_create(clockid, flags)
+           : Fresh(Libc()->timerfd_create(clockid, flags));
 }
 EXPORT int timerfd_settime(int fd, int flags,
                            const struct itimerspec *new_value,
                            struct itimerspec *old_value) {
-  return uepoll_timerfd_settime(fd, flags, new_value, old_value);
+  return ENGINE_OR_LIBC(timerfd_settime)(fd, flags, new_value, old_value);
 }
 EXPORT int timerfd_gettime(int fd, struct itimerspec *curr_value) {
-  return uepoll_timerfd_gettime(fd, curr_value);
+  return ENGINE_OR_LIBC(timerfd_gettime)(fd, curr_value);
 }
 
 /* ---- descriptor calls -------------------------------------------------- */
 
 EXPORT ssize_t read(int fd, void *buf, size_t count) {
-  return uepoll_read(fd, buf, count);
+  return ENGINE_OR_LIBC(read)(fd, buf, count);
 }
 EXPORT ssize_t write(int fd, const void *buf, size_t count) {
-  return uepoll_write(fd, buf, count);
+  return ENGINE_OR_LIBC(write)(fd, buf, count);
 }
-EXPORT int close(int fd) { return uepoll_close(fd); }
+EXPORT int close(int fd) { return ENGINE_OR_LIBC(close)(fd); }
 EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
-  return uepoll_close_range(first, last, flags);
+  return ENGINE_OR_LIBC(close_range)(first, last, flags);
 }
-EXPORT void closefrom(int lowfd) { uepoll_closefrom(lowfd); }
-EXPORT int shutdown(int fd, int how) { return uepoll_shutdown(fd, how); }
-EXPORT int dup(int oldfd) { return uepoll_dup(oldfd); }
-EXPORT int dup2(int oldfd, int newfd) { return uepoll_dup2(oldfd, newfd); }
+EXPORT void closefrom(int lowfd) { ENGINE_OR_LIBC(closefrom)(lowfd); }
+EXPORT int shutdown(int fd, int how) {
+  return ENGINE_OR_LIBC(shutdown)(fd, how);
+}
+EXPORT int dup(int oldfd) { return ENGINE_OR_LIBC(dup)(oldfd); }
+EXPORT int dup2(int oldfd, int newfd) {
+  return ENGINE_OR_LIBC(dup2)(oldfd, newfd);
+}
 EXPORT int dup3(int oldfd, int newfd, int flags) {
-  return uepoll_dup3(oldfd, newfd, flags);
+  return ENGINE_OR_LIBC(dup3)(oldfd, newfd, flags);
 }
 EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout) {
-  return uepoll_poll(fds, nfds, timeout);
+  return ENGINE_OR_LIBC(poll)(fds, nfds, timeout);
 }
 
 /* The rest of the I/O surface (README.md's table of calls): vectored and
  * socket calls, ppoll, select, pselect, ioctl. Each passes kernel
  * descriptors to libc. */
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt) {
-  return uepoll_readv(fd, iov, iovcnt);
+  return ENGINE_OR_LIBC(readv)(fd, iov, iovcnt);
 }
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt) {
-  return uepoll_writev(fd, iov, iovcnt);
+  return ENGINE_OR_LIBC(writev)(fd, iov, iovcnt);
 }
 EXPORT ssize_t preadv(int fd, const struct iovec *iov, int iovcnt,
                       off_t offset) {
-  return uepoll_preadv(fd, iov, iovcnt, offset);
+  return ENGINE_OR_LIBC(preadv)(fd, iov, iovcnt, offset);
 }
 EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int iovcnt,
                        off_t offset) {
-  return uepoll_pwritev(fd, iov, iovcnt, offset);
+  return ENGINE_OR_LIBC(pwritev)(fd, iov, iovcnt, offset);
 }
+/* libc has no send or recv in the table: its sendto and recvfrom with no
+ * address, as glibc's own send and recv are. */
+static const __CONST_SOCKADDR_ARG kNoAddress = {.__sockaddr__ = NULL};
+static const __SOCKADDR_ARG kNoSource = {.__sockaddr__ = NULL};
 EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags) {
-  return uepoll_send(fd, buf, len, flags);
+  return ENGINE_OR(uepoll_send(fd, buf, len, flags),
+                   Libc()->sendto(fd, buf, len, flags, kNoAddress, 0));
 }
 EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags) {
-  return uepoll_recv(fd, buf, len, flags);
+  return ENGINE_OR(uepoll_recv(fd, buf, len, flags),
+                   Libc()->recvfrom(fd, buf, len, flags, kNoSource, NULL));
 }
 /* With _GNU_SOURCE in C, glibc declares the address arguments as
  * transparent unions (__SOCKADDR_ARG): the definitions must match. */
 EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
                       __CONST_SOCKADDR_ARG dest, socklen_t destlen) {
-  return uepoll_sendto(fd, buf, len, flags, dest.__sockaddr__, destlen);
+  return ENGINE_OR(
+      uepoll_sendto(fd, buf, len, flags, dest.__sockaddr__, destlen),
+      Libc()->sendto(fd, buf, len, flags, dest, destlen));
 }
 EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
                         __SOCKADDR_ARG src, socklen_t *srclen) {
-  return uepoll_recvfrom(fd, buf, len, flags, src.__sockaddr__, srclen);
+  return ENGINE_OR(
+      uepoll_recvfrom(fd, buf, len, flags, src.__sockaddr__, srclen),
+      Libc()->recvfrom(fd, buf, len, flags, src, srclen));
 }
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
-  return uepoll_sendmsg(fd, msg, flags);
+  return ENGINE_OR_LIBC(sendmsg)(fd, msg, flags);
 }
 /* Descriptors received over a kernel socket are new kernel numbers. */
 static void FreshRights(const struct msghdr *msg) {
@@ -281,18 +305,18 @@ static void FreshRights(const struct msghdr *msg) {
 }
 EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
   /* Over a uepoll socket the descriptors are installed by uepoll itself. */
-  int kernel = !uepoll_is_uepoll_fd(fd);
-  ssize_t r = uepoll_recvmsg(fd, msg, flags);
+  int kernel = !IsUepoll(fd);
+  ssize_t r = ENGINE_OR_LIBC(recvmsg)(fd, msg, flags);
   if (r >= 0 && kernel && msg->msg_controllen > 0) FreshRights(msg);
   return r;
 }
 EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags) {
-  return uepoll_sendmmsg(fd, vec, vlen, flags);
+  return ENGINE_OR_LIBC(sendmmsg)(fd, vec, vlen, flags);
 }
 EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
                     struct timespec *timeout) {
-  int kernel = !uepoll_is_uepoll_fd(fd);
-  int r = uepoll_recvmmsg(fd, vec, vlen, flags, timeout);
+  int kernel = !IsUepoll(fd);
+  int r = ENGINE_OR_LIBC(recvmmsg)(fd, vec, vlen, flags, timeout);
   for (int i = 0; kernel && i < r; ++i) {
     if (vec[i].msg_hdr.msg_controllen > 0) FreshRights(&vec[i].msg_hdr);
   }
@@ -300,16 +324,17 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
 }
 EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
                  const sigset_t *sigmask) {
-  return uepoll_ppoll(fds, nfds, tmo, sigmask);
+  return ENGINE_OR_LIBC(ppoll)(fds, nfds, tmo, sigmask);
 }
 EXPORT int select(int nfds, fd_set *readfds, fd_set *writefds,
                   fd_set *exceptfds, struct timeval *timeout) {
-  return uepoll_select(nfds, readfds, writefds, exceptfds, timeout);
+  return ENGINE_OR_LIBC(select)(nfds, readfds, writefds, exceptfds, timeout);
 }
 EXPORT int pselect(int nfds, fd_set *readfds, fd_set *writefds,
                    fd_set *exceptfds, const struct timespec *timeout,
                    const sigset_t *sigmask) {
-  return uepoll_pselect(nfds, readfds, writefds, exceptfds, timeout, sigmask);
+  return ENGINE_OR_LIBC(pselect)(nfds, readfds, writefds, exceptfds, timeout,
+                                 sigmask);
 }
 /* Every ioctl argument the engine answers is an int, a pointer or nothing:
  * read as a pointer-sized integer and passed on unchanged. */
@@ -318,7 +343,8 @@ EXPORT int ioctl(int fd, unsigned long request, ...) {
   va_start(ap, request);
   unsigned long arg = va_arg(ap, unsigned long);
   va_end(ap);
-  return uepoll_ioctl(fd, request, arg);
+  return ENGINE_OR(uepoll_ioctl(fd, request, arg),
+                   Libc()->ioctl(fd, request, arg));
 }
 
 /* Every fcntl argument is an int, a long or a pointer, one register: read
@@ -326,7 +352,7 @@ EXPORT int ioctl(int fd, unsigned long request, ...) {
  * call on 64-bit (glibc redirects fcntl to it under _FILE_OFFSET_BITS=64). */
 static int Fcntl(int fd, int cmd, va_list ap) {
   unsigned long arg = va_arg(ap, unsigned long);
-  return uepoll_fcntl(fd, cmd, arg);
+  return ENGINE_OR(uepoll_fcntl(fd, cmd, arg), Libc()->fcntl(fd, cmd, arg));
 }
 EXPORT int fcntl(int fd, int cmd, ...) {
   va_list ap;
@@ -346,28 +372,33 @@ EXPORT int fcntl64(int fd, int cmd, ...) {
 /* glibc's eventfd_read/eventfd_write call its internal read/write, which
  * no interposer sees: they are defined here on uepoll's. */
 EXPORT int eventfd_read(int fd, eventfd_t *value) {
-  return uepoll_read(fd, value, sizeof *value) == sizeof *value ? 0 : -1;
+  return ENGINE_OR_LIBC(read)(fd, value, sizeof *value) == sizeof *value ? 0
+                                                                         : -1;
 }
 EXPORT int eventfd_write(int fd, eventfd_t value) {
-  return uepoll_write(fd, &value, sizeof value) == sizeof value ? 0 : -1;
+  return ENGINE_OR_LIBC(write)(fd, &value, sizeof value) == sizeof value ? 0
+                                                                         : -1;
 }
 
 /* ---- stat, socket options and names, sendfile, splice, pread --------- */
 
-EXPORT int fstat(int fd, struct stat *st) { return uepoll_fstat(fd, st); }
+EXPORT int fstat(int fd, struct stat *st) {
+  return ENGINE_OR_LIBC(fstat)(fd, st);
+}
 EXPORT int fstat64(int fd, struct stat64 *st) {
-  return uepoll_fstat(fd, (struct stat *)st); /* one layout on 64-bit */
+  return ENGINE_OR_LIBC(fstat)(fd,
+                               (struct stat *)st); /* one layout on 64-bit */
 }
 EXPORT int fstatat(int dirfd, const char *path, struct stat *st, int flags) {
-  return uepoll_fstatat(dirfd, path, st, flags);
+  return ENGINE_OR_LIBC(fstatat)(dirfd, path, st, flags);
 }
 EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *st,
                      int flags) {
-  return uepoll_fstatat(dirfd, path, (struct stat *)st, flags);
+  return ENGINE_OR_LIBC(fstatat)(dirfd, path, (struct stat *)st, flags);
 }
 EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask,
                  struct statx *stx) {
-  return uepoll_statx(dirfd, path, flags, mask, stx);
+  return ENGINE_OR_LIBC(statx)(dirfd, path, flags, mask, stx);
 }
 /* What binaries built against glibc before 2.33 call for fstat and
  * fstatat (vers: _STAT_VER, 1 on x86-64; 0, the kernel's layout, is the
@@ -384,118 +415,122 @@ static int BadStatVersion(int vers) {
   return 1;
 }
 int __fxstat(int vers, int fd, struct stat *st) {
-  return BadStatVersion(vers) ? -1 : uepoll_fstat(fd, st);
+  return BadStatVersion(vers) ? -1 : ENGINE_OR_LIBC(fstat)(fd, st);
 }
 int __fxstat64(int vers, int fd, struct stat64 *st) {
-  return BadStatVersion(vers) ? -1 : uepoll_fstat(fd, (struct stat *)st);
+  return BadStatVersion(vers) ? -1
+                              : ENGINE_OR_LIBC(fstat)(fd, (struct stat *)st);
 }
 int __fxstatat(int vers, int dirfd, const char *path, struct stat *st,
                int flags) {
-  return BadStatVersion(vers) ? -1 : uepoll_fstatat(dirfd, path, st, flags);
+  return BadStatVersion(vers) ? -1
+                              : ENGINE_OR_LIBC(fstatat)(dirfd, path, st, flags);
 }
 int __fxstatat64(int vers, int dirfd, const char *path, struct stat64 *st,
                  int flags) {
   return BadStatVersion(vers)
              ? -1
-             : uepoll_fstatat(dirfd, path, (struct stat *)st, flags);
+             : ENGINE_OR_LIBC(fstatat)(dirfd, path, (struct stat *)st, flags);
 }
 
 EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len) {
-  return uepoll_getsockopt(fd, level, name, val, len);
+  return ENGINE_OR_LIBC(getsockopt)(fd, level, name, val, len);
 }
 EXPORT int setsockopt(int fd, int level, int name, const void *val,
                       socklen_t len) {
-  return uepoll_setsockopt(fd, level, name, val, len);
+  return ENGINE_OR_LIBC(setsockopt)(fd, level, name, val, len);
 }
 EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len) {
-  return uepoll_getsockname(fd, addr.__sockaddr__, len);
+  return ENGINE_OR(uepoll_getsockname(fd, addr.__sockaddr__, len),
+                   Libc()->getsockname(fd, addr, len));
 }
 EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len) {
-  return uepoll_getpeername(fd, addr.__sockaddr__, len);
+  return ENGINE_OR(uepoll_getpeername(fd, addr.__sockaddr__, len),
+                   Libc()->getpeername(fd, addr, len));
 }
 
 EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count) {
-  return uepoll_sendfile(out_fd, in_fd, offset, count);
+  return ENGINE_OR_LIBC(sendfile)(out_fd, in_fd, offset, count);
 }
 EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
                           size_t count) {
-  return uepoll_sendfile(out_fd, in_fd, (off_t *)offset, count);
+  return ENGINE_OR_LIBC(sendfile)(out_fd, in_fd, (off_t *)offset, count);
 }
 EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
                       size_t len, unsigned int flags) {
-  return uepoll_splice(fd_in, (off_t *)off_in, fd_out, (off_t *)off_out, len,
-                       flags);
+  return ENGINE_OR_LIBC(splice)(fd_in, (off_t *)off_in, fd_out,
+                                (off_t *)off_out, len, flags);
 }
 EXPORT ssize_t pread(int fd, void *buf, size_t count, off_t offset) {
-  return uepoll_pread(fd, buf, count, offset);
+  return ENGINE_OR_LIBC(pread)(fd, buf, count, offset);
 }
 EXPORT ssize_t pread64(int fd, void *buf, size_t count, off64_t offset) {
-  return uepoll_pread(fd, buf, count, offset);
+  return ENGINE_OR_LIBC(pread)(fd, buf, count, offset);
 }
 EXPORT ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {
-  return uepoll_pwrite(fd, buf, count, offset);
+  return ENGINE_OR_LIBC(pwrite)(fd, buf, count, offset);
 }
 EXPORT ssize_t pwrite64(int fd, const void *buf, size_t count, off64_t offset) {
-  return uepoll_pwrite(fd, buf, count, offset);
+  return ENGINE_OR_LIBC(pwrite)(fd, buf, count, offset);
 }
 EXPORT off_t lseek(int fd, off_t offset, int whence) {
-  return uepoll_lseek(fd, offset, whence);
+  return ENGINE_OR_LIBC(lseek)(fd, offset, whence);
 }
 EXPORT off64_t lseek64(int fd, off64_t offset, int whence) {
-  return uepoll_lseek(fd, offset, whence);
+  return ENGINE_OR_LIBC(lseek)(fd, offset, whence);
 }
 /* glibc's fstatvfs calls its internal fstatfs, which no interposer sees:
  * both are defined, and the 64 names (the same layout on x86-64). */
 EXPORT int fstatfs(int fd, struct statfs *buf) {
-  return uepoll_fstatfs(fd, buf);
+  return ENGINE_OR_LIBC(fstatfs)(fd, buf);
 }
 EXPORT int fstatfs64(int fd, struct statfs64 *buf) {
-  return uepoll_fstatfs(fd, (struct statfs *)buf);
+  return ENGINE_OR_LIBC(fstatfs)(fd, (struct statfs *)buf);
 }
 EXPORT int fstatvfs(int fd, struct statvfs *buf) {
-  return uepoll_fstatvfs(fd, buf);
+  return ENGINE_OR_LIBC(fstatvfs)(fd, buf);
 }
 EXPORT int fstatvfs64(int fd, struct statvfs64 *buf) {
-  return uepoll_fstatvfs(fd, (struct statvfs *)buf);
+  return ENGINE_OR_LIBC(fstatvfs)(fd, (struct statvfs *)buf);
 }
 /* The calls about a file's pages and filesystem (capi/hint_api.cc), and
  * their 64 names (the same on x86-64). glibc's posix_fallocate makes the
  * fallocate system call itself: it is defined too. */
 EXPORT int posix_fadvise(int fd, off_t offset, off_t len, int advice) {
-  return uepoll_posix_fadvise(fd, offset, len, advice);
+  return ENGINE_OR_LIBC(posix_fadvise)(fd, offset, len, advice);
 }
 EXPORT int posix_fadvise64(int fd, off64_t offset, off64_t len, int advice) {
-  return uepoll_posix_fadvise(fd, offset, len, advice);
+  return ENGINE_OR_LIBC(posix_fadvise)(fd, offset, len, advice);
 }
 EXPORT int posix_fallocate(int fd, off_t offset, off_t len) {
-  return uepoll_posix_fallocate(fd, offset, len);
+  return ENGINE_OR_LIBC(posix_fallocate)(fd, offset, len);
 }
 EXPORT int posix_fallocate64(int fd, off64_t offset, off64_t len) {
-  return uepoll_posix_fallocate(fd, offset, len);
+  return ENGINE_OR_LIBC(posix_fallocate)(fd, offset, len);
 }
 EXPORT int fallocate(int fd, int mode, off_t offset, off_t len) {
-  return uepoll_fallocate(fd, mode, offset, len);
+  return ENGINE_OR_LIBC(fallocate)(fd, mode, offset, len);
 }
 EXPORT int fallocate64(int fd, int mode, off64_t offset, off64_t len) {
-  return uepoll_fallocate(fd, mode, offset, len);
+  return ENGINE_OR_LIBC(fallocate)(fd, mode, offset, len);
 }
 EXPORT ssize_t readahead(int fd, off64_t offset, size_t count) {
-  return uepoll_readahead(fd, offset, count);
+  return ENGINE_OR_LIBC(readahead)(fd, offset, count);
 }
 EXPORT int sync_file_range(int fd, off64_t offset, off64_t nbytes,
                            unsigned int flags) {
-  return uepoll_sync_file_range(fd, offset, nbytes, flags);
+  return ENGINE_OR_LIBC(sync_file_range)(fd, offset, nbytes, flags);
 }
-EXPORT int syncfs(int fd) { return uepoll_syncfs(fd); }
-EXPORT int fsync(int fd) { return uepoll_fsync(fd); }
-EXPORT int fdatasync(int fd) { return uepoll_fdatasync(fd); }
+EXPORT int syncfs(int fd) { return ENGINE_OR_LIBC(syncfs)(fd); }
+EXPORT int fsync(int fd) { return ENGINE_OR_LIBC(fsync)(fd); }
+EXPORT int fdatasync(int fd) { return ENGINE_OR_LIBC(fdatasync)(fd); }
 /* glibc's isatty is its tcgetattr, whose TCGETS ioctl is a system call of
  * its own that the interposed ioctl never sees: on a uepoll number it
  * would reach the placeholder (EBADF). uepoll's ioctl answers it as the
  * kernel does for the object's kind (none is a terminal). */
 static int Tcgets(int fd) {
   struct termios t; /* larger than the kernel's, which TCGETS fills */
-  return uepoll_ioctl(fd, TCGETS, &t);
+  return ENGINE_OR(uepoll_ioctl(fd, TCGETS, &t), Libc()->ioctl(fd, TCGETS, &t));
 }
 EXPORT int isatty(int fd) { return Tcgets(fd) == 0; }
 static int (*g_tcgetattr)(int, struct termios *);
@@ -507,7 +542,7 @@ static void ResolveTcgetattr(void) {
   errno = saved_errno;
 }
 EXPORT int tcgetattr(int fd, struct termios *t) {
-  if (uepoll_is_uepoll_fd(fd)) return Tcgets(fd) == 0 ? 0 : -1;
+  if (IsUepoll(fd)) return Tcgets(fd) == 0 ? 0 : -1;
   pthread_once(&g_tcgetattr_once, ResolveTcgetattr);
   if (!g_tcgetattr) {
     errno = ENOSYS;
@@ -529,37 +564,40 @@ EXPORT int tcgetattr(int fd, struct termios *t) {
 extern void __chk_fail(void) __attribute__((noreturn));
 EXPORT ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen) {
   if (count > buflen) __chk_fail();
-  return uepoll_read(fd, buf, count);
+  return ENGINE_OR_LIBC(read)(fd, buf, count);
 }
 EXPORT ssize_t __pread_chk(int fd, void *buf, size_t count, off_t offset,
                            size_t buflen) {
   if (count > buflen) __chk_fail();
-  return uepoll_pread(fd, buf, count, offset);
+  return ENGINE_OR_LIBC(pread)(fd, buf, count, offset);
 }
 EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t count, off64_t offset,
                              size_t buflen) {
   if (count > buflen) __chk_fail();
-  return uepoll_pread(fd, buf, count, offset);
+  return ENGINE_OR_LIBC(pread)(fd, buf, count, offset);
 }
 EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
                           int flags) {
   if (len > buflen) __chk_fail();
-  return uepoll_recv(fd, buf, len, flags);
+  return ENGINE_OR(uepoll_recv(fd, buf, len, flags),
+                   Libc()->recvfrom(fd, buf, len, flags, kNoSource, NULL));
 }
 EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
                               int flags, __SOCKADDR_ARG addr,
                               socklen_t *addrlen) {
   if (len > buflen) __chk_fail();
-  return uepoll_recvfrom(fd, buf, len, flags, addr.__sockaddr__, addrlen);
+  return ENGINE_OR(
+      uepoll_recvfrom(fd, buf, len, flags, addr.__sockaddr__, addrlen),
+      Libc()->recvfrom(fd, buf, len, flags, addr, addrlen));
 }
 EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout,
                       size_t fdslen) {
   if (fdslen / sizeof *fds < nfds) __chk_fail();
-  return uepoll_poll(fds, nfds, timeout);
+  return ENGINE_OR_LIBC(poll)(fds, nfds, timeout);
 }
 EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
                        const struct timespec *tmo, const sigset_t *sigmask,
                        size_t fdslen) {
   if (fdslen / sizeof *fds < nfds) __chk_fail();
-  return uepoll_ppoll(fds, nfds, tmo, sigmask);
+  return ENGINE_OR_LIBC(ppoll)(fds, nfds, tmo, sigmask);
 }

@@ -1,6 +1,7 @@
 /* What the interposer's files share (interpose.c, interpose_numbers.c,
- * interpose_syscall.c): libc's definitions, the kinds of objects that
- * become uepoll's, and the stale-object hook. Private to
+ * interpose_syscall.c, crossing.c, interpose_signal.c, engine.c): libc's
+ * definitions, the engine once loaded, the kinds of objects that become
+ * uepoll's, and the stale-object hook. Private to
  * libuepoll-interpose.so. */
 #ifndef UEPOLL_SRC_INTERPOSE_INTERPOSE_H_
 #define UEPOLL_SRC_INTERPOSE_INTERPOSE_H_
@@ -9,6 +10,9 @@
 #define _GNU_SOURCE
 #endif
 #define UEPOLL_INTERPOSE_BUILD 1
+
+#include <stdatomic.h>
+#include <stddef.h>
 
 #include <uepoll/uepoll.h>
 
@@ -36,12 +40,56 @@ enum {
 int uepoll_interpose_uses(unsigned kind);
 #define Uses(kind) uepoll_interpose_uses(kind)
 
+/* The engine (libuepoll), once it is in the process: null before, and
+ * then no uepoll object exists and every call is the kernel's
+ * (interpose/engine.c). Never null again once set. */
+extern const struct uepoll_engine_calls *_Atomic uepoll_interpose_g_engine;
+static inline const struct uepoll_engine_calls *Engine(void) {
+  return atomic_load_explicit(&uepoll_interpose_g_engine, memory_order_acquire);
+}
+
+/* The engine for a new uepoll object, loaded now if it is not yet in the
+ * process. Null if it cannot be loaded (said once on stderr): the object
+ * is then the kernel's (interpose/engine.c). */
+const struct uepoll_engine_calls *uepoll_interpose_load(void);
+
+/* Whether an engine is coming into the process now (its pass over the
+ * installed signal handlers has begun), and the engine once it is in,
+ * waiting for it (interpose_signal.c). */
+int uepoll_interpose_attaching(void);
+const struct uepoll_engine_calls *uepoll_interpose_attached(void);
+
+/* The engine if the kinds UEPOLL_INTERPOSE names include `kind`, loaded
+ * if need be; null if they do not (or it cannot be loaded). */
+static inline const struct uepoll_engine_calls *For(unsigned kind) {
+  return Uses(kind) ? uepoll_interpose_load() : NULL;
+}
+
+/* The engine's uepoll_<name> once the engine is in the process, libc's
+ * <name> (of the same type) before: with no uepoll object, uepoll_<name>
+ * would pass every descriptor to libc anyway. Engine() is read twice:
+ * once set, it stays set. */
+#define ENGINE_OR_LIBC(name) \
+  (Engine() != NULL ? Engine()->uepoll_##name : Libc()->name)
+
+/* engine_->call once the engine is in the process, libc_call before: for
+ * the calls whose libc counterpart differs in name or type. */
+#define ENGINE_OR(call, libc_call) \
+  (Engine() != NULL ? Engine()->call : (libc_call))
+
+/* Whether fd is a uepoll object's number (none before the engine). */
+static inline int IsUepoll(int fd) {
+  const struct uepoll_engine_calls *e = Engine();
+  return e != NULL && e->uepoll_is_uepoll_fd(fd);
+}
+
 /* A number the kernel just handed out: a uepoll object still recorded
  * there is stale (its placeholder was closed behind uepoll's back) and is
  * released, so that calls on the number reach the new kernel file
  * (docs/semantics.md D16). Returns fd. */
 static inline int Fresh(int fd) {
-  if (fd >= 0) uepoll_forget_orphan(fd);
+  const struct uepoll_engine_calls *e = Engine();
+  if (fd >= 0 && e != NULL) e->uepoll_forget_orphan(fd);
   return fd;
 }
 

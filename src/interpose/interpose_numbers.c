@@ -162,21 +162,23 @@ EXPORT int socket(int domain, int type, int protocol) {
 static int AcceptUepoll(int fd) {
   int type;
   socklen_t len = sizeof type;
-  if (uepoll_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) return -1;
+  /* Reached only for a uepoll number: the engine is in the process. */
+  if (Engine()->uepoll_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0)
+    return -1;
   errno = type == SOCK_DGRAM ? EOPNOTSUPP : EINVAL;
   return -1;
 }
 EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len) {
-  if (uepoll_is_uepoll_fd(fd)) return AcceptUepoll(fd);
+  if (IsUepoll(fd)) return AcceptUepoll(fd);
   return Fresh(Next()->accept(fd, addr.__sockaddr__, len));
 }
 EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags) {
-  if (uepoll_is_uepoll_fd(fd)) return AcceptUepoll(fd);
+  if (IsUepoll(fd)) return AcceptUepoll(fd);
   return Fresh(Next()->accept4(fd, addr.__sockaddr__, len, flags));
 }
 /* signalfd with a number changes that signalfd: only -1 makes one. */
 EXPORT int signalfd(int fd, const sigset_t *mask, int flags) {
-  if (fd != -1 && uepoll_is_uepoll_fd(fd)) {
+  if (fd != -1 && IsUepoll(fd)) {
     errno = EINVAL; /* not a signalfd */
     return -1;
   }

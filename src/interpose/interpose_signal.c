@@ -1,5 +1,6 @@
-/* The interposer's signal calls: every handler a program installs goes
- * through uepoll_sigaction (include/uepoll/uepoll.h), so that a handler
+/* The interposer's signal calls: once the engine is in the process, every
+ * handler a program installs goes through uepoll_sigaction
+ * (include/uepoll/uepoll.h), so that a handler
  * writing to a uepoll pipe or socket (the self-pipe trick of asyncio,
  * libuv, libevent) cannot interrupt a thread inside uepoll and wait for it
  * (base/signal_defer.h). signal and bsd_signal have glibc's BSD semantics
@@ -16,13 +17,29 @@
 
 #include "interpose/interpose.h"
 
+/* Before the engine is in the process, no thread can be inside uepoll:
+ * libc's sigaction. The engine wraps every handler installed so as it
+ * comes in (engine.c); an install that raced with that pass is made again
+ * through the engine, so that it is neither lost nor left unwrapped. */
+static int Sigaction(int sig, const struct sigaction *act,
+                     struct sigaction *oldact) {
+  const struct uepoll_engine_calls *e = Engine();
+  if (e) return e->uepoll_sigaction(sig, act, oldact);
+  int r = Libc()->sigaction(sig, act, oldact);
+  if (r == 0 && act != NULL && uepoll_interpose_attaching()) {
+    e = uepoll_interpose_attached();
+    if (e) e->uepoll_sigaction(sig, act, NULL);
+  }
+  return r;
+}
+
 EXPORT int sigaction(int sig, const struct sigaction *act,
                      struct sigaction *oldact) {
-  return uepoll_sigaction(sig, act, oldact);
+  return Sigaction(sig, act, oldact);
 }
 EXPORT int __sigaction(int sig, const struct sigaction *act,
                        struct sigaction *oldact) {
-  return uepoll_sigaction(sig, act, oldact);
+  return Sigaction(sig, act, oldact);
 }
 
 static sighandler_t Install(int sig, sighandler_t handler, int flags,
@@ -36,7 +53,7 @@ static sighandler_t Install(int sig, sighandler_t handler, int flags,
   sigemptyset(&act.sa_mask);
   if (block_self) sigaddset(&act.sa_mask, sig);
   act.sa_flags = flags;
-  if (uepoll_sigaction(sig, &act, &old) != 0) return SIG_ERR;
+  if (Sigaction(sig, &act, &old) != 0) return SIG_ERR;
   return old.sa_handler;
 }
 

@@ -100,8 +100,8 @@ static long Ppoll(long fds, long nfds, long tsp, long umask, long size) {
   int err = UserSigmask(umask, size, &buf, &mask);
   if (err) return Fail(err);
   struct timespec start = Now();
-  long r = uepoll_ppoll((struct pollfd *)fds, (nfds_t)(unsigned int)nfds,
-                        tsp ? &ts : NULL, mask);
+  long r = Engine()->uepoll_ppoll(
+      (struct pollfd *)fds, (nfds_t)(unsigned int)nfds, tsp ? &ts : NULL, mask);
   int saved = errno;
   if (tsp) WriteTimeLeft(tsp, &ts, &start);
   errno = saved;
@@ -125,8 +125,8 @@ static long Pselect6(long n, long r, long w, long e, long tsp, long sig) {
   int err = UserSigmask(pack[0], pack[1], &buf, &mask);
   if (err) return Fail(err);
   struct timespec start = Now();
-  long ret = uepoll_pselect((int)n, (fd_set *)r, (fd_set *)w, (fd_set *)e,
-                            tsp ? &ts : NULL, mask);
+  long ret = Engine()->uepoll_pselect((int)n, (fd_set *)r, (fd_set *)w,
+                                      (fd_set *)e, tsp ? &ts : NULL, mask);
   int saved = errno;
   if (tsp) WriteTimeLeft(tsp, &ts, &start);
   errno = saved;
@@ -139,8 +139,8 @@ static long EpollPwait(long epfd, long evs, long max, long timeout, long umask,
   const sigset_t *mask;
   int err = UserSigmask(umask, size, &buf, &mask);
   if (err) return Fail(err);
-  return uepoll_epoll_pwait((int)epfd, (struct epoll_event *)evs, (int)max,
-                            (int)timeout, mask);
+  return Engine()->uepoll_epoll_pwait((int)epfd, (struct epoll_event *)evs,
+                                      (int)max, (int)timeout, mask);
 }
 
 static long EpollPwait2(long epfd, long evs, long max, long tsp, long umask,
@@ -154,27 +154,47 @@ static long EpollPwait2(long epfd, long evs, long max, long tsp, long umask,
   const sigset_t *mask;
   int err = UserSigmask(umask, size, &buf, &mask);
   if (err) return Fail(err);
-  return uepoll_epoll_pwait2((int)epfd, (struct epoll_event *)evs, (int)max,
-                             tsp ? &ts : NULL, mask);
+  return Engine()->uepoll_epoll_pwait2((int)epfd, (struct epoll_event *)evs,
+                                       (int)max, tsp ? &ts : NULL, mask);
 }
 
 /* preadv2/pwritev2 at offset -1 and without flags are readv/writev; any
  * other form on a uepoll object is what a pipe answers. */
 static long Vectored2(int write, long fd, long iov, long cnt, long pos,
                       long flags) {
-  if (!uepoll_is_uepoll_fd((int)fd)) {
+  if (!IsUepoll((int)fd)) {
     return Libc()->syscall(write ? SYS_pwritev2 : SYS_preadv2, fd, iov, cnt,
                            pos, 0L, flags);
   }
   if (pos == -1 && flags == 0) {
-    return write ? uepoll_writev((int)fd, (const struct iovec *)iov, (int)cnt)
-                 : uepoll_readv((int)fd, (const struct iovec *)iov, (int)cnt);
+    return write ? Engine()->uepoll_writev((int)fd, (const struct iovec *)iov,
+                                           (int)cnt)
+                 : Engine()->uepoll_readv((int)fd, (const struct iovec *)iov,
+                                          (int)cnt);
   }
   if (pos == -1) return Fail(EOPNOTSUPP);
-  return write ? uepoll_pwritev((int)fd, (const struct iovec *)iov, (int)cnt,
-                                (off_t)pos)
-               : uepoll_preadv((int)fd, (const struct iovec *)iov, (int)cnt,
-                               (off_t)pos);
+  return write ? Engine()->uepoll_pwritev((int)fd, (const struct iovec *)iov,
+                                          (int)cnt, (off_t)pos)
+               : Engine()->uepoll_preadv((int)fd, (const struct iovec *)iov,
+                                         (int)cnt, (off_t)pos);
+}
+
+/* The system calls that make a uepoll object in some UEPOLL_INTERPOSE
+ * mode: they reach the interposer's constructors, which load the engine. */
+static int Constructs(long n) {
+  switch (n) {
+    case SYS_epoll_create:
+    case SYS_epoll_create1:
+    case SYS_eventfd:
+    case SYS_eventfd2:
+    case SYS_pipe:
+    case SYS_pipe2:
+    case SYS_socketpair:
+    case SYS_timerfd_create:
+      return 1;
+    default:
+      return 0;
+  }
 }
 
 /* The libc names below (epoll_create1, pipe2, socket, open, recvmsg...)
@@ -182,60 +202,68 @@ static long Vectored2(int write, long fd, long iov, long cnt, long pos,
  * which hold the modes and the stale-object checks. */
 static long Dispatch(long n, long a0, long a1, long a2, long a3, long a4,
                      long a5) {
+  /* Before the engine is in the process, only a constructor can concern
+   * uepoll; below, Engine() is never null. */
+  if (Engine() == NULL && !Constructs(n)) {
+    return Libc()->syscall(n, a0, a1, a2, a3, a4, a5);
+  }
   switch (n) {
     case SYS_read:
-      return uepoll_read((int)a0, (void *)a1, (size_t)a2);
+      return Engine()->uepoll_read((int)a0, (void *)a1, (size_t)a2);
     case SYS_write:
-      return uepoll_write((int)a0, (const void *)a1, (size_t)a2);
+      return Engine()->uepoll_write((int)a0, (const void *)a1, (size_t)a2);
     case SYS_close:
-      return uepoll_close((int)a0);
+      return Engine()->uepoll_close((int)a0);
     case SYS_close_range:
-      return uepoll_close_range((unsigned)a0, (unsigned)a1, (int)a2);
+      return Engine()->uepoll_close_range((unsigned)a0, (unsigned)a1, (int)a2);
     case SYS_dup:
-      return uepoll_dup((int)a0);
+      return Engine()->uepoll_dup((int)a0);
     case SYS_dup2:
-      return uepoll_dup2((int)a0, (int)a1);
+      return Engine()->uepoll_dup2((int)a0, (int)a1);
     case SYS_dup3:
-      return uepoll_dup3((int)a0, (int)a1, (int)a2);
+      return Engine()->uepoll_dup3((int)a0, (int)a1, (int)a2);
     case SYS_fcntl:
-      return uepoll_fcntl((int)a0, (int)a1, (unsigned long)a2);
+      return Engine()->uepoll_fcntl((int)a0, (int)a1, (unsigned long)a2);
     case SYS_ioctl:
-      return uepoll_ioctl((int)a0, (unsigned long)a1, (unsigned long)a2);
+      return Engine()->uepoll_ioctl((int)a0, (unsigned long)a1,
+                                    (unsigned long)a2);
     case SYS_readv:
-      return uepoll_readv((int)a0, (const struct iovec *)a1, (int)a2);
+      return Engine()->uepoll_readv((int)a0, (const struct iovec *)a1, (int)a2);
     case SYS_writev:
-      return uepoll_writev((int)a0, (const struct iovec *)a1, (int)a2);
+      return Engine()->uepoll_writev((int)a0, (const struct iovec *)a1,
+                                     (int)a2);
     case SYS_preadv:
-      return uepoll_preadv((int)a0, (const struct iovec *)a1, (int)a2,
-                           (off_t)a3);
+      return Engine()->uepoll_preadv((int)a0, (const struct iovec *)a1, (int)a2,
+                                     (off_t)a3);
     case SYS_pwritev:
-      return uepoll_pwritev((int)a0, (const struct iovec *)a1, (int)a2,
-                            (off_t)a3);
+      return Engine()->uepoll_pwritev((int)a0, (const struct iovec *)a1,
+                                      (int)a2, (off_t)a3);
     case SYS_preadv2:
       return Vectored2(0, a0, a1, a2, a3, a5);
     case SYS_pwritev2:
       return Vectored2(1, a0, a1, a2, a3, a5);
     case SYS_pread64:
-      return uepoll_pread((int)a0, (void *)a1, (size_t)a2, (off_t)a3);
+      return Engine()->uepoll_pread((int)a0, (void *)a1, (size_t)a2, (off_t)a3);
     case SYS_lseek:
-      return uepoll_lseek((int)a0, (off_t)a1, (int)a2);
+      return Engine()->uepoll_lseek((int)a0, (off_t)a1, (int)a2);
     case SYS_fsync:
-      return uepoll_fsync((int)a0);
+      return Engine()->uepoll_fsync((int)a0);
     case SYS_fdatasync:
-      return uepoll_fdatasync((int)a0);
+      return Engine()->uepoll_fdatasync((int)a0);
     case SYS_pwrite64:
-      return uepoll_pwrite((int)a0, (const void *)a1, (size_t)a2, (off_t)a3);
+      return Engine()->uepoll_pwrite((int)a0, (const void *)a1, (size_t)a2,
+                                     (off_t)a3);
 
     case SYS_epoll_create:
       return epoll_create((int)a0);
     case SYS_epoll_create1:
       return epoll_create1((int)a0);
     case SYS_epoll_ctl:
-      return uepoll_epoll_ctl((int)a0, (int)a1, (int)a2,
-                              (struct epoll_event *)a3);
+      return Engine()->uepoll_epoll_ctl((int)a0, (int)a1, (int)a2,
+                                        (struct epoll_event *)a3);
     case SYS_epoll_wait:
-      return uepoll_epoll_wait((int)a0, (struct epoll_event *)a1, (int)a2,
-                               (int)a3);
+      return Engine()->uepoll_epoll_wait((int)a0, (struct epoll_event *)a1,
+                                         (int)a2, (int)a3);
     case SYS_epoll_pwait:
       return EpollPwait(a0, a1, a2, a3, a4, a5);
     case SYS_epoll_pwait2:
@@ -253,82 +281,86 @@ static long Dispatch(long n, long a0, long a1, long a2, long a3, long a4,
     case SYS_timerfd_create:
       return timerfd_create((int)a0, (int)a1);
     case SYS_timerfd_settime:
-      return uepoll_timerfd_settime((int)a0, (int)a1,
-                                    (const struct itimerspec *)a2,
-                                    (struct itimerspec *)a3);
+      return Engine()->uepoll_timerfd_settime((int)a0, (int)a1,
+                                              (const struct itimerspec *)a2,
+                                              (struct itimerspec *)a3);
     case SYS_timerfd_gettime:
-      return uepoll_timerfd_gettime((int)a0, (struct itimerspec *)a1);
+      return Engine()->uepoll_timerfd_gettime((int)a0, (struct itimerspec *)a1);
     case SYS_poll:
-      return uepoll_poll((struct pollfd *)a0, (nfds_t)(unsigned int)a1,
-                         (int)a2);
+      return Engine()->uepoll_poll((struct pollfd *)a0,
+                                   (nfds_t)(unsigned int)a1, (int)a2);
     case SYS_ppoll:
       return Ppoll(a0, a1, a2, a3, a4);
     case SYS_select:
-      return uepoll_select((int)a0, (fd_set *)a1, (fd_set *)a2, (fd_set *)a3,
-                           (struct timeval *)a4);
+      return Engine()->uepoll_select((int)a0, (fd_set *)a1, (fd_set *)a2,
+                                     (fd_set *)a3, (struct timeval *)a4);
     case SYS_pselect6:
       return Pselect6(a0, a1, a2, a3, a4, a5);
 
     case SYS_shutdown:
-      return uepoll_shutdown((int)a0, (int)a1);
+      return Engine()->uepoll_shutdown((int)a0, (int)a1);
     case SYS_sendto:
-      return uepoll_sendto((int)a0, (const void *)a1, (size_t)a2, (int)a3,
-                           (const struct sockaddr *)a4, (socklen_t)a5);
+      return Engine()->uepoll_sendto((int)a0, (const void *)a1, (size_t)a2,
+                                     (int)a3, (const struct sockaddr *)a4,
+                                     (socklen_t)a5);
     case SYS_recvfrom:
-      return uepoll_recvfrom((int)a0, (void *)a1, (size_t)a2, (int)a3,
-                             (struct sockaddr *)a4, (socklen_t *)a5);
+      return Engine()->uepoll_recvfrom((int)a0, (void *)a1, (size_t)a2, (int)a3,
+                                       (struct sockaddr *)a4, (socklen_t *)a5);
     case SYS_sendmsg:
-      return uepoll_sendmsg((int)a0, (const struct msghdr *)a1, (int)a2);
+      return Engine()->uepoll_sendmsg((int)a0, (const struct msghdr *)a1,
+                                      (int)a2);
     case SYS_recvmsg:
       return recvmsg((int)a0, (struct msghdr *)a1, (int)a2);
     case SYS_fadvise64: {
       /* The system call fails -1 and errno; posix_fadvise returns it. */
-      int err = uepoll_posix_fadvise((int)a0, (off_t)a1, (off_t)a2, (int)a3);
+      int err = Engine()->uepoll_posix_fadvise((int)a0, (off_t)a1, (off_t)a2,
+                                               (int)a3);
       return err ? Fail(err) : 0;
     }
     case SYS_fallocate:
-      return uepoll_fallocate((int)a0, (int)a1, (off_t)a2, (off_t)a3);
+      return Engine()->uepoll_fallocate((int)a0, (int)a1, (off_t)a2, (off_t)a3);
     case SYS_readahead:
-      return uepoll_readahead((int)a0, (off_t)a1, (size_t)a2);
+      return Engine()->uepoll_readahead((int)a0, (off_t)a1, (size_t)a2);
     case SYS_sync_file_range:
-      return uepoll_sync_file_range((int)a0, (off_t)a1, (off_t)a2,
-                                    (unsigned)a3);
+      return Engine()->uepoll_sync_file_range((int)a0, (off_t)a1, (off_t)a2,
+                                              (unsigned)a3);
     case SYS_syncfs:
-      return uepoll_syncfs((int)a0);
+      return Engine()->uepoll_syncfs((int)a0);
     case SYS_fstatfs:
-      return uepoll_fstatfs((int)a0, (struct statfs *)a1);
+      return Engine()->uepoll_fstatfs((int)a0, (struct statfs *)a1);
     case SYS_sendmmsg:
-      return uepoll_sendmmsg((int)a0, (struct mmsghdr *)a1, (unsigned)a2,
-                             (int)a3);
+      return Engine()->uepoll_sendmmsg((int)a0, (struct mmsghdr *)a1,
+                                       (unsigned)a2, (int)a3);
     case SYS_recvmmsg:
       return recvmmsg((int)a0, (struct mmsghdr *)a1, (unsigned)a2, (int)a3,
                       (struct timespec *)a4);
     case SYS_getsockopt:
-      return uepoll_getsockopt((int)a0, (int)a1, (int)a2, (void *)a3,
-                               (socklen_t *)a4);
+      return Engine()->uepoll_getsockopt((int)a0, (int)a1, (int)a2, (void *)a3,
+                                         (socklen_t *)a4);
     case SYS_setsockopt:
-      return uepoll_setsockopt((int)a0, (int)a1, (int)a2, (const void *)a3,
-                               (socklen_t)a4);
+      return Engine()->uepoll_setsockopt((int)a0, (int)a1, (int)a2,
+                                         (const void *)a3, (socklen_t)a4);
     case SYS_getsockname:
-      return uepoll_getsockname((int)a0, (struct sockaddr *)a1,
-                                (socklen_t *)a2);
+      return Engine()->uepoll_getsockname((int)a0, (struct sockaddr *)a1,
+                                          (socklen_t *)a2);
     case SYS_getpeername:
-      return uepoll_getpeername((int)a0, (struct sockaddr *)a1,
-                                (socklen_t *)a2);
+      return Engine()->uepoll_getpeername((int)a0, (struct sockaddr *)a1,
+                                          (socklen_t *)a2);
     case SYS_sendfile:
-      return uepoll_sendfile((int)a0, (int)a1, (off_t *)a2, (size_t)a3);
+      return Engine()->uepoll_sendfile((int)a0, (int)a1, (off_t *)a2,
+                                       (size_t)a3);
     case SYS_splice:
-      return uepoll_splice((int)a0, (off_t *)a1, (int)a2, (off_t *)a3,
-                           (size_t)a4, (unsigned)a5);
+      return Engine()->uepoll_splice((int)a0, (off_t *)a1, (int)a2, (off_t *)a3,
+                                     (size_t)a4, (unsigned)a5);
 
     case SYS_fstat:
-      return uepoll_fstat((int)a0, (struct stat *)a1);
+      return Engine()->uepoll_fstat((int)a0, (struct stat *)a1);
     case SYS_newfstatat:
-      return uepoll_fstatat((int)a0, (const char *)a1, (struct stat *)a2,
-                            (int)a3);
+      return Engine()->uepoll_fstatat((int)a0, (const char *)a1,
+                                      (struct stat *)a2, (int)a3);
     case SYS_statx:
-      return uepoll_statx((int)a0, (const char *)a1, (int)a2, (unsigned)a3,
-                          (struct statx *)a4);
+      return Engine()->uepoll_statx((int)a0, (const char *)a1, (int)a2,
+                                    (unsigned)a3, (struct statx *)a4);
 
     /* New kernel numbers: a stale uepoll object there is released. */
     case SYS_open:

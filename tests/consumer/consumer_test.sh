@@ -126,10 +126,14 @@ do_install() {
   # libuepoll.so is the development symlink to the soname file.
   [[ -L $libdir/libuepoll.so ]] || fail "libuepoll.so is not a symlink"
   [[ -f $(readlink -f "$libdir/libuepoll.so") ]] || fail "dangling libuepoll.so"
-  # The interposer finds libuepoll beside it (its RPATH is $ORIGIN) and
-  # exports the libc names. A sanitizer build's needs its runtime first in
-  # the process, which a plain program does not have: not run there.
-  nm -D --defined-only "$libdir/libuepoll-interpose.so" | grep -q ' T epoll_ctl$' ||
+  # The interposer exports the libc names, and loads libuepoll from its own
+  # directory at the first uepoll object. A sanitizer build's needs its
+  # runtime first in the process, which a plain program does not have: not
+  # run there. (The symbol list is read whole: grep -q would stop nm early,
+  # and pipefail would count its SIGPIPE.)
+  local exported
+  exported=$(nm -D --defined-only "$libdir/libuepoll-interpose.so")
+  grep -q ' T epoll_ctl$' <<<"$exported" ||
     fail "libuepoll-interpose.so does not export epoll_ctl"
   if [[ -z ${SANITIZE_LDFLAGS:-} ]]; then
     LD_PRELOAD=$libdir/libuepoll-interpose.so env true ||
