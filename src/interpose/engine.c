@@ -158,20 +158,22 @@ __attribute__((constructor)) static void PromoteEarlyEngine(void) {
 }
 
 static int g_load_failed; /* guarded by g_load_mu */
-/* This thread is inside dlopen for the engine: a constructor the loading
- * itself reaches makes the kernel's object, instead of waiting for itself. */
+/* This thread is loading the engine: a constructor it reaches meanwhile (from
+ * the engine's start-up, or a signal handler) makes the kernel's object
+ * instead of waiting for itself. */
 static __thread int t_loading;
 
 const struct uepoll_engine_calls *uepoll_interpose_load(void) {
   const struct uepoll_engine_calls *e = Engine();
   if (e != NULL || t_loading) return e;
   int saved_errno = errno;
+  /* Set before the lock: a signal handler on this thread that makes an
+   * object while the lock is held gets the kernel's. */
+  t_loading = 1;
   pthread_mutex_lock(&g_load_mu);
   e = Engine();
   if (e == NULL && !g_load_failed) {
-    t_loading = 1;
     void *handle = OpenEngine();
-    t_loading = 0;
     e = Engine();
     if (e == NULL) {
       /* Said once: from now on every object is the kernel's. */
@@ -183,6 +185,7 @@ const struct uepoll_engine_calls *uepoll_interpose_load(void) {
     }
   }
   pthread_mutex_unlock(&g_load_mu);
+  t_loading = 0;
   errno = saved_errno;
   return e;
 }
