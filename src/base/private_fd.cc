@@ -9,10 +9,18 @@
 namespace uepoll::impl {
 namespace {
 
-// How far below the soft limit private descriptors start: room for the
-// few a process has (two per sleeping thread, a handful otherwise) before
-// they spill lower.
+// How far below the top private descriptors start: room for the few a
+// process has (two per sleeping thread, a handful otherwise) before they
+// spill lower.
 constexpr long kPrivateSpan = 256;
+// The top: the soft limit, or this where the limit is higher. The kernel's
+// descriptor table reaches the highest open number, and every fork() and
+// posix_spawn() copies it whole: a descriptor just below a soft limit of
+// 20,000 made each posix_spawn about 110 us slower here, and container
+// runtimes set 1,048,576 (BENCHMARKS.md, "What a process started under the
+// interposer pays"). 1024 is the kernel's default soft limit, so that under
+// the default nothing changes.
+constexpr long kPrivateTop = 1024;
 
 }  // namespace
 
@@ -20,18 +28,20 @@ int MovePrivateFd(int fd) {
   if (fd < 0) return fd;
   int saved = errno;
   rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
     errno = saved;
     return fd;
   }
-  long soft = static_cast<long>(rl.rlim_cur);
+  long top = rl.rlim_cur >= static_cast<rlim_t>(kPrivateTop)
+                 ? kPrivateTop
+                 : static_cast<long>(rl.rlim_cur);
   // A limit so low that the top is where the application lives anyway:
   // leave the descriptor where the kernel put it.
-  if (soft <= 2 * kPrivateSpan) {
+  if (top <= 2 * kPrivateSpan) {
     errno = saved;
     return fd;
   }
-  long lo = soft - kPrivateSpan;
+  long lo = top - kPrivateSpan;
   if (fd >= lo) {
     errno = saved;
     return fd;

@@ -8,9 +8,11 @@
 // application gets after it has closed everything (third-party suites
 // check for descriptor leaks by comparing them). So each private
 // descriptor is moved to the top of the numbers the process may use (just
-// below the soft RLIMIT_NOFILE), where an application reaches only after
-// it has opened nearly as many descriptors as it may
-// (BridgeCorners.OwnDescriptorsLeaveTheLowNumbersFree).
+// below the soft RLIMIT_NOFILE, or below 1024 where the limit is higher:
+// the kernel's table grows to the highest open number, and every fork
+// copies it), where an application reaches only after it has opened
+// hundreds of descriptors (BridgeCorners.OwnDescriptorsLeaveTheLowNumbersFree,
+// BridgeCorners.OwnDescriptorsKeepTheKernelTableSmall).
 //
 // They remain descriptors: closefrom() and close_range() can close them,
 // and every user of one checks its identity before each use (parker.h,

@@ -4,11 +4,15 @@
 // through kernel epolls, and uepoll's own descriptors. Differential: on the
 // kernel backend every instance is a kernel epoll, and the expectations are
 // the kernel's. docs/design.md, "The kernel half".
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -409,6 +413,59 @@ TEST_P(BridgeCorners, OwnDescriptorsLeaveTheLowNumbersFree) {
   int e = Track(B().eventfd(0, 0));
   EXPECT_EQ(e, want + 1);
   ::close(fd);
+}
+
+// Whatever the soft limit, uepoll's own descriptors stay below 1024: the
+// kernel's table grows to the highest open number, and every fork and
+// posix_spawn copies it whole (a descriptor at the top of a limit of
+// 20,000 cost each posix_spawn about 110 us; BENCHMARKS.md). A new
+// thread's first wait with a signal mask gives it its sleep descriptors.
+std::vector<int> OpenDescriptors() {
+  std::vector<int> fds;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return fds;
+  while (dirent* e = ::readdir(d)) {
+    int fd = std::atoi(e->d_name);
+    if (e->d_name[0] != '.' && fd != ::dirfd(d)) fds.push_back(fd);
+  }
+  ::closedir(d);
+  return fds;
+}
+
+TEST_P(BridgeCorners, OwnDescriptorsKeepTheKernelTableSmall) {
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  if (old.rlim_max < 4096) {
+    GTEST_SKIP() << "the hard RLIMIT_NOFILE (" << old.rlim_max
+                 << ") leaves no room above 1024";
+  }
+  rlimit raised = old;
+  raised.rlim_cur = old.rlim_max;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &raised), 0);
+  int ep = Epoll();
+  std::vector<int> before = OpenDescriptors(), during;
+  std::thread t([&] {
+    sigset_t mask;
+    sigemptyset(&mask);
+    epoll_event ev{};
+    EXPECT_EQ(B().epoll_pwait(ep, &ev, 1, 1, &mask), 0);
+    during = OpenDescriptors();
+  });
+  t.join();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  std::vector<int> added;
+  for (int fd : during) {
+    if (std::find(before.begin(), before.end(), fd) == before.end()) {
+      added.push_back(fd);
+    }
+  }
+  if (!IsKernel()) {
+    EXPECT_FALSE(added.empty()) << "the thread's sleep descriptors";
+  }
+  for (int fd : added) {
+    EXPECT_LT(fd, 1024);
+    EXPECT_GE(fd, 1024 - 256) << "out of the application's way";
+  }
 }
 
 UEPOLL_INSTANTIATE_BACKENDS(BridgeCorners);
