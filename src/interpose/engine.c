@@ -42,19 +42,27 @@
 
 const struct uepoll_engine_calls *_Atomic uepoll_interpose_g_engine;
 
-/* Set for good once Attach begins its pass over the signal handlers. */
-static atomic_int g_attaching;
+/* Keeps a sigaction made before the engine apart from the attach's pass
+ * over the handlers: a spin lock, taken with every signal blocked (so no
+ * handler of the holder's can want it), and held only across sigaction
+ * calls. Without it, a sigaction racing the pass could be overwritten by
+ * it, or hand the engine's trampoline back as the old action, which
+ * installed again would call itself. */
+static atomic_flag g_handlers_lock = ATOMIC_FLAG_INIT;
 
-int uepoll_interpose_attaching(void) {
-  return atomic_load_explicit(&g_attaching, memory_order_seq_cst);
+void uepoll_interpose_lock_handlers(sigset_t *saved) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, saved);
+  while (atomic_flag_test_and_set_explicit(&g_handlers_lock,
+                                           memory_order_acquire)) {
+    sched_yield();
+  }
 }
 
-const struct uepoll_engine_calls *uepoll_interpose_attached(void) {
-  const struct uepoll_engine_calls *e;
-  /* Attach publishes the engine right after its pass, which takes no
-   * lock a caller here can hold. */
-  while ((e = Engine()) == NULL) sched_yield();
-  return e;
+void uepoll_interpose_unlock_handlers(const sigset_t *saved) {
+  atomic_flag_clear_explicit(&g_handlers_lock, memory_order_release);
+  pthread_sigmask(SIG_SETMASK, saved, NULL);
 }
 
 /* One line on stderr, through libc's write (not the interposed one). */
@@ -92,18 +100,15 @@ EXPORT void uepoll_interpose_attach(const struct uepoll_engine_calls *e) {
     return;
   }
   int saved_errno = errno;
-  /* This thread's own handlers cannot run (and install) mid-pass. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &old);
-  atomic_store_explicit(&g_attaching, 1, memory_order_seq_cst);
+  sigset_t saved;
+  uepoll_interpose_lock_handlers(&saved);
   WrapHandlersInstalledBefore(e);
   const char *mode = getenv("UEPOLL_FORK_MODE");
   if (mode == NULL || strcmp(mode, "copy") != 0) {
     (void)e->uepoll_set_fork_mode(UEPOLL_FORK_SHARE);
   }
   atomic_store_explicit(&uepoll_interpose_g_engine, e, memory_order_release);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  uepoll_interpose_unlock_handlers(&saved);
   errno = saved_errno;
 }
 
@@ -121,8 +126,16 @@ static pthread_mutex_t g_load_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_constructed;       /* guarded by g_load_mu */
 static char g_local_path[4096]; /* guarded by g_load_mu: "" unless local */
 
+/* No lock is held across dlopen: the loader holds its own lock while it
+ * runs constructors, and a library's constructor on another thread may
+ * make a uepoll object (a self-pipe) and so come here. Two threads that
+ * both open the engine get the one copy (dlopen counts references), and
+ * the first attach wins. */
 static void *OpenEngine(void) {
-  int mode = RTLD_NOW | (g_constructed ? RTLD_GLOBAL : RTLD_LOCAL);
+  pthread_mutex_lock(&g_load_mu);
+  int early = !g_constructed;
+  pthread_mutex_unlock(&g_load_mu);
+  int mode = RTLD_NOW | (early ? RTLD_LOCAL : RTLD_GLOBAL);
   char path[sizeof g_local_path] = UEPOLL_ENGINE_SONAME;
   void *handle = NULL;
   Dl_info self;
@@ -139,53 +152,83 @@ static void *OpenEngine(void) {
     snprintf(path, sizeof path, "%s", UEPOLL_ENGINE_SONAME);
     handle = dlopen(path, mode);
   }
-  if (handle != NULL && !g_constructed) {
-    memcpy(g_local_path, path, sizeof path);
+  if (handle != NULL && early) {
+    /* Made global by the constructor, or here if it ran meanwhile. */
+    pthread_mutex_lock(&g_load_mu);
+    int promote_now = g_constructed;
+    if (!promote_now) memcpy(g_local_path, path, sizeof path);
+    pthread_mutex_unlock(&g_load_mu);
+    if (promote_now) (void)dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
   }
   return handle;
 }
 
-__attribute__((constructor)) static void PromoteEarlyEngine(void) {
+/* Threads inside OpenEngine, and whether a load failed (said once; from
+ * then on every object is the kernel's). */
+static atomic_int g_loading;
+static atomic_int g_load_failed;
+
+/* In a fork child, only the forking thread exists: a load or an attach
+ * another thread was in never finishes there. The child gives up loading
+ * (the loader's own lock may be held for good), and the handlers' lock
+ * is freed (its holder does not exist; a handler the pass had already
+ * wrapped stays wrapped: the engine's code is mapped). */
+static void ForkChild(void) {
+  if (Engine() != NULL) return;
+  atomic_flag_clear_explicit(&g_handlers_lock, memory_order_relaxed);
+  if (atomic_load_explicit(&g_loading, memory_order_relaxed) > 0) {
+    atomic_store_explicit(&g_loading, 0, memory_order_relaxed);
+    atomic_store_explicit(&g_load_failed, 1, memory_order_relaxed);
+  }
+  pthread_mutex_init(&g_load_mu, NULL);
+}
+
+__attribute__((constructor)) static void InterposerInit(void) {
   int saved_errno = errno;
+  /* libc's table now, while the process has one thread: resolving it
+   * (dlsym) waits for the loader's lock, so a thread resolving it late
+   * while another runs a library's constructor that calls here would
+   * wait for each other. */
+  (void)Libc();
+  pthread_atfork(NULL, NULL, ForkChild);
+  char path[sizeof g_local_path];
   pthread_mutex_lock(&g_load_mu);
   g_constructed = 1;
-  if (g_local_path[0] != '\0') {
-    (void)dlopen(g_local_path, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
-    g_local_path[0] = '\0';
-  }
+  memcpy(path, g_local_path, sizeof path);
+  g_local_path[0] = '\0';
   pthread_mutex_unlock(&g_load_mu);
+  if (path[0] != '\0') (void)dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
   errno = saved_errno;
 }
 
-static int g_load_failed; /* guarded by g_load_mu */
-/* This thread is loading the engine: a constructor it reaches meanwhile (from
- * the engine's start-up, or a signal handler) makes the kernel's object
- * instead of waiting for itself. */
+/* This thread is loading the engine: a constructor it reaches meanwhile (a
+ * signal handler's) makes the kernel's object instead of loading from a
+ * context where dlopen is not safe. */
 static __thread int t_loading;
 
 const struct uepoll_engine_calls *uepoll_interpose_load(void) {
   const struct uepoll_engine_calls *e = Engine();
-  if (e != NULL || t_loading) return e;
-  int saved_errno = errno;
-  /* Set before the lock: a signal handler on this thread that makes an
-   * object while the lock is held gets the kernel's. */
-  t_loading = 1;
-  pthread_mutex_lock(&g_load_mu);
-  e = Engine();
-  if (e == NULL && !g_load_failed) {
-    void *handle = OpenEngine();
-    e = Engine();
-    if (e == NULL) {
-      /* Said once: from now on every object is the kernel's. */
-      g_load_failed = 1;
-      Complain(handle == NULL
-                   ? "cannot load libuepoll; objects stay the kernel's"
-                   : "libuepoll did not attach; objects stay the kernel's",
-               handle == NULL ? dlerror() : UEPOLL_ENGINE_SONAME);
-    }
+  if (e != NULL || t_loading ||
+      atomic_load_explicit(&g_load_failed, memory_order_relaxed)) {
+    return e;
   }
-  pthread_mutex_unlock(&g_load_mu);
+  int saved_errno = errno;
+  /* libc's table first, outside the loader's lock: the engine's
+   * constructor asks for it, and a thread resolving it (dlsym) would wait
+   * for that lock. */
+  (void)Libc();
+  t_loading = 1;
+  atomic_fetch_add_explicit(&g_loading, 1, memory_order_relaxed);
+  void *handle = OpenEngine();
+  atomic_fetch_sub_explicit(&g_loading, 1, memory_order_relaxed);
   t_loading = 0;
+  e = Engine();
+  if (e == NULL && !atomic_exchange(&g_load_failed, 1)) {
+    Complain(handle == NULL
+                 ? "cannot load libuepoll; objects stay the kernel's"
+                 : "libuepoll did not attach; objects stay the kernel's",
+             handle == NULL ? dlerror() : UEPOLL_ENGINE_SONAME);
+  }
   errno = saved_errno;
   return e;
 }

@@ -11,6 +11,7 @@
 #endif
 #define UEPOLL_INTERPOSE_BUILD 1
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 
@@ -53,11 +54,12 @@ static inline const struct uepoll_engine_calls *Engine(void) {
  * is then the kernel's (interpose/engine.c). */
 const struct uepoll_engine_calls *uepoll_interpose_load(void);
 
-/* Whether an engine is coming into the process now (its pass over the
- * installed signal handlers has begun), and the engine once it is in,
- * waiting for it (interpose_signal.c). */
-int uepoll_interpose_attaching(void);
-const struct uepoll_engine_calls *uepoll_interpose_attached(void);
+/* The lock that keeps a sigaction made before the engine apart from the
+ * engine's pass over the handlers as it attaches: taken with every signal
+ * blocked (the old mask saved), held across sigaction calls only
+ * (engine.c). */
+void uepoll_interpose_lock_handlers(sigset_t *saved);
+void uepoll_interpose_unlock_handlers(const sigset_t *saved);
 
 /* The engine if the kinds UEPOLL_INTERPOSE names include `kind`, loaded
  * if need be; null if they do not (or it cannot be loaded). */

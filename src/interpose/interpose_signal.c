@@ -18,18 +18,22 @@
 #include "interpose/interpose.h"
 
 /* Before the engine is in the process, no thread can be inside uepoll:
- * libc's sigaction. The engine wraps every handler installed so as it
- * comes in (engine.c); an install that raced with that pass is made again
- * through the engine, so that it is neither lost nor left unwrapped. */
+ * libc's sigaction, under the lock that keeps it apart from the engine's
+ * pass over the handlers as it attaches (engine.c): the pass then sees
+ * this action, or this call sees the engine. */
 static int Sigaction(int sig, const struct sigaction *act,
                      struct sigaction *oldact) {
   const struct uepoll_engine_calls *e = Engine();
   if (e) return e->uepoll_sigaction(sig, act, oldact);
-  int r = Libc()->sigaction(sig, act, oldact);
-  if (r == 0 && act != NULL && uepoll_interpose_attaching()) {
-    e = uepoll_interpose_attached();
-    if (e) e->uepoll_sigaction(sig, act, NULL);
-  }
+  const struct uepoll_libc_calls *libc = Libc(); /* resolved outside it */
+  sigset_t saved;
+  uepoll_interpose_lock_handlers(&saved);
+  e = Engine();
+  int r = e ? e->uepoll_sigaction(sig, act, oldact)
+            : libc->sigaction(sig, act, oldact);
+  int err = errno;
+  uepoll_interpose_unlock_handlers(&saved);
+  errno = err;
   return r;
 }
 

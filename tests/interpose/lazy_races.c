@@ -1,0 +1,246 @@
+/* The engine's load and attach (src/interpose/engine.c) against what
+ * other threads do meanwhile, each case in fresh processes (the engine
+ * comes once per process):
+ *   dlopen PLUGIN  another thread is inside dlopen of a plugin whose
+ *                  constructor makes a pipe, while this thread's first
+ *                  epoll_create1 waits for the loader's lock: both finish
+ *                  (a lock held across the engine's dlopen deadlocked);
+ *   restore N      16 threads save and restore their handlers while the
+ *                  first epoll_create1 attaches the engine: the old action
+ *                  each gets is its own handler, never the engine's
+ *                  trampoline (restoring that made it call itself), and
+ *                  each handler still runs; N fresh processes;
+ *   fork N         a thread forks while the engine attaches, and each
+ *                  child resets a handler: no child hangs in signal(); N
+ *                  fresh processes.
+ * No sleeps: threads wait for each other's progress counters, and the
+ * dlopen case polls the waiting thread's state in /proc. alarm() turns a
+ * hang into a failure. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int IsUepoll(int fd) {
+  int (*f)(int);
+  *(void **)&f = dlsym(RTLD_DEFAULT, "uepoll_is_uepoll_fd");
+  return f != NULL && f(fd) == 1;
+}
+
+/* ---- dlopen ---------------------------------------------------------- */
+
+static sem_t g_in_ctor;
+static atomic_int g_main_loading;
+static pid_t g_main_tid;
+
+/* Whether thread tid is asleep (S or D in /proc). */
+static int Asleep(pid_t tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *paren = strrchr(buf, ')');
+  return paren && (paren[2] == 'S' || paren[2] == 'D');
+}
+
+/* Called by the plugin's constructor, under the loader's lock: returns
+ * once the main thread, inside its first epoll_create1, sleeps (on that
+ * lock: nothing else there can block it). */
+__attribute__((visibility("default"))) void lazy_races_plugin_hook(void) {
+  sem_post(&g_in_ctor);
+  while (!atomic_load(&g_main_loading)) sched_yield();
+  while (!Asleep(g_main_tid)) sched_yield();
+}
+
+static void *OpenPlugin(void *path) {
+  return dlopen((const char *)path, RTLD_NOW | RTLD_LOCAL);
+}
+
+static int DlopenCase(const char *plugin) {
+  alarm(30);
+  g_main_tid = gettid();
+  sem_init(&g_in_ctor, 0, 0);
+  pthread_t t;
+  if (pthread_create(&t, NULL, OpenPlugin, (void *)plugin) != 0) return 1;
+  while (sem_wait(&g_in_ctor) != 0 && errno == EINTR) {
+  }
+  atomic_store(&g_main_loading, 1);
+  int ep = epoll_create1(0);
+  void *handle = NULL;
+  pthread_join(t, &handle);
+  if (handle == NULL) {
+    fprintf(stderr, "FAIL: dlopen %s: %s\n", plugin, dlerror());
+    return 1;
+  }
+  int *result = dlsym(handle, "lazy_plugin_pipe_result");
+  int *fds = dlsym(handle, "lazy_plugin_fds");
+  char c = 0;
+  if (ep < 0 || !IsUepoll(ep) || !result || *result != 0 || !fds ||
+      !IsUepoll(fds[0]) || write(fds[1], "p", 1) != 1 ||
+      read(fds[0], &c, 1) != 1 || c != 'p') {
+    fprintf(stderr, "FAIL: ep %d (uepoll %d), plugin pipe %d\n", ep,
+            ep >= 0 && IsUepoll(ep), result ? *result : -3);
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- restore ----------------------------------------------------------- */
+
+enum { kThreads = 16 };
+static atomic_int g_stop, g_iterations[kThreads], g_foreign, g_runs;
+static void OnSignal(int sig) {
+  (void)sig;
+  atomic_fetch_add(&g_runs, 1);
+}
+
+static void *SaveAndRestore(void *arg) {
+  int i = (int)(long)arg, sig = SIGRTMIN + i;
+  struct sigaction ign, old;
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  while (!atomic_load(&g_stop)) {
+    sigaction(sig, &ign, &old);
+    if (old.sa_handler != OnSignal) atomic_store(&g_foreign, 1);
+    sigaction(sig, &old, NULL);
+    atomic_fetch_add(&g_iterations[i], 1);
+  }
+  return NULL;
+}
+
+static void WaitForIterations(int at_least_more_than[kThreads]) {
+  for (int i = 0; i < kThreads; ++i) {
+    while (atomic_load(&g_iterations[i]) <= at_least_more_than[i] + 1) {
+      sched_yield();
+    }
+  }
+}
+
+static int RestoreOnce(void) {
+  alarm(30);
+  for (int i = 0; i < kThreads; ++i) signal(SIGRTMIN + i, OnSignal);
+  pthread_t t[kThreads];
+  int seen[kThreads] = {0};
+  for (long i = 0; i < kThreads; ++i) {
+    if (pthread_create(&t[i], NULL, SaveAndRestore, (void *)i) != 0) return 1;
+  }
+  WaitForIterations(seen); /* every thread is in its loop */
+  int ep = epoll_create1(0);
+  for (int i = 0; i < kThreads; ++i) seen[i] = atomic_load(&g_iterations[i]);
+  WaitForIterations(seen); /* and went round after the attach */
+  atomic_store(&g_stop, 1);
+  for (int i = 0; i < kThreads; ++i) pthread_join(t[i], NULL);
+  for (int i = 0; i < kThreads; ++i) raise(SIGRTMIN + i);
+  if (ep < 0 || !IsUepoll(ep) || atomic_load(&g_foreign) ||
+      atomic_load(&g_runs) != kThreads) {
+    fprintf(stderr, "FAIL: ep %d, foreign old action %d, handlers ran %d/%d\n",
+            ep, atomic_load(&g_foreign), atomic_load(&g_runs), kThreads);
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- fork -------------------------------------------------------------- */
+
+static atomic_int g_forks, g_hung;
+static void *ForkLoop(void *arg) {
+  (void)arg;
+  while (!atomic_load(&g_stop)) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(10);
+      signal(SIGPIPE, SIG_DFL);
+      _exit(0);
+    }
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+      atomic_store(&g_hung, 2);
+      break;
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) atomic_store(&g_hung, 1);
+    atomic_fetch_add(&g_forks, 1);
+  }
+  return NULL;
+}
+
+static void Ignore(int sig) { (void)sig; }
+
+static int ForkOnce(void) {
+  alarm(60);
+  for (int s = 1; s < 32; ++s) {
+    if (s != SIGKILL && s != SIGSTOP && s != SIGALRM && s != SIGCHLD &&
+        s != SIGSEGV && s != SIGABRT)
+      signal(s, Ignore);
+  }
+  pthread_t t;
+  if (pthread_create(&t, NULL, ForkLoop, NULL) != 0) return 1;
+  while (atomic_load(&g_forks) < 1) sched_yield();
+  int ep = epoll_create1(0);
+  int at = atomic_load(&g_forks);
+  while (atomic_load(&g_forks) < at + 2 && !atomic_load(&g_hung)) {
+    sched_yield();
+  }
+  atomic_store(&g_stop, 1);
+  pthread_join(t, NULL);
+  if (ep < 0 || !IsUepoll(ep) || atomic_load(&g_hung)) {
+    fprintf(stderr, "FAIL: ep %d, a child %s\n", ep,
+            atomic_load(&g_hung) == 1 ? "hung or failed" : "was not reaped");
+    return 1;
+  }
+  return 0;
+}
+
+/* Runs once(...) in n fresh processes; the parent makes no uepoll object,
+ * so each child starts without the engine. */
+static int Repeat(int n, int (*once)(void)) {
+  int failed = 0;
+  for (int i = 0; i < n; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(once());
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) return 1;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      fprintf(stderr, "run %d: %s %d\n", i,
+              WIFSIGNALED(st) ? "killed by signal" : "exit status",
+              WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+      ++failed;
+    }
+  }
+  if (failed) fprintf(stderr, "FAIL: %d of %d runs\n", failed, n);
+  return failed != 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "dlopen") == 0) {
+    int r = DlopenCase(argv[2]);
+    if (r == 0) puts("PASS dlopen");
+    return r;
+  }
+  if (argc == 3 && strcmp(argv[1], "restore") == 0) {
+    int r = Repeat(atoi(argv[2]), RestoreOnce);
+    if (r == 0) puts("PASS restore");
+    return r;
+  }
+  if (argc == 3 && strcmp(argv[1], "fork") == 0) {
+    int r = Repeat(atoi(argv[2]), ForkOnce);
+    if (r == 0) puts("PASS fork");
+    return r;
+  }
+  fprintf(stderr, "usage: %s dlopen PLUGIN | restore N | fork N\n", argv[0]);
+  return 2;
+}
