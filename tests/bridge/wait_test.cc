@@ -173,9 +173,12 @@ TEST_P(BridgeWait, ArmedTimerfdWakesABlockedWait) {
   ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, t, EPOLLIN, 5), 0);
   itimerspec its{};
   its.it_value.tv_nsec = 20 * 1000000L;
+  // Read before the arming: the timer cannot expire sooner than 20 ms
+  // after it, while a clock read after it may come late (a descheduled
+  // thread: 18.2 ms measured once under ASan).
+  int64_t t0 = MonotonicNs();
   ASSERT_EQ(::timerfd_settime(t, 0, &its, nullptr), 0);
   epoll_event ev[1];
-  int64_t t0 = MonotonicNs();
   ASSERT_EQ(B().epoll_wait(ep, ev, 1, kWaitMs), 1);
   EXPECT_GE(MonotonicNs() - t0, 20 * 1000000LL);
   EXPECT_EQ(ev[0].data.u64, 5u);
