@@ -20,10 +20,10 @@
  * they had been installed through uepoll_sigaction, and the fork mode is
  * set.
  *
- * Not covered (untested): a fork while another thread is loading the
- * engine; a child that then makes a uepoll object may block (dlopen's own
- * lock, held by a thread the child does not have, is the same hazard for
- * any library loaded on demand).
+ * A fork while another thread is loading or attaching leaves a child
+ * where that never finishes: ForkChild gives up loading there and frees
+ * the handlers' lock (docs/design.md, "The interposer loads the engine on
+ * first use").
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -121,7 +121,7 @@ EXPORT void uepoll_interpose_attach(const struct uepoll_engine_calls *e) {
  * executable's .preinit_array makes the dynamic loader's start-up run
  * past its list of initializers (a crash in glibc 2.36's _dl_init, seen
  * with tests/interpose/early_main.c). The constructor makes such an early
- * engine global (PromoteEarlyEngine). */
+ * engine global (InterposerInit). */
 static pthread_mutex_t g_load_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_constructed;       /* guarded by g_load_mu */
 static char g_local_path[4096]; /* guarded by g_load_mu: "" unless local */
