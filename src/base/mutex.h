@@ -62,6 +62,13 @@ class CAPABILITY("mutex") Mutex {
     return state_.load(std::memory_order_relaxed) != 0;
   }
   void AssertHeld() const UEPOLL_TSA(assert_capability(this)) {}
+  // In a fork child's atfork handler, where the forking thread is the only
+  // one: whether a thread of the parent held the lock at the fork. A load,
+  // where TryLock and Unlock would write the lock's page, a copy-on-write
+  // fault in the child.
+  bool HeldAtFork() const {
+    return state_.load(std::memory_order_relaxed) != 0;
+  }
 
   // Debug builds abort with a message, instead of hanging, when a thread
   // takes a Mutex it already holds: the deadlock a user object's poll

@@ -1,3 +1,4 @@
+#include "base/fork_path.h"
 #include "base/parker.h"
 
 #include <errno.h>
@@ -137,13 +138,13 @@ ParkerRegistry* ParkerRegistry::Init() {
   return r;
 }
 
-void Parker::ForkChildFirst() {
+UEPOLL_FORK_PATH void Parker::ForkChildFirst() {
   if (ParkerRegistry::made.load(std::memory_order_acquire)) {
     ParkerRegistry::Child();
   }
 }
 
-void ParkerRegistry::Child() {
+UEPOLL_FORK_PATH void ParkerRegistry::Child() {
   ParkerRegistry& r = Get();
   if (!r.child_pending) return;  // done already, by ForkChildFirst
   r.child_pending = false;

@@ -43,9 +43,12 @@ class UnlistedEpolls {
   static bool WaitSince(uint64_t mark);
 
   // fork(): scopes other parent threads had open never close in the child.
+  // Written only where it changes: a write makes the child copy the page.
   static void ForkChild() {
-    done_.store(started_.load(std::memory_order_relaxed),
-                std::memory_order_relaxed);
+    uint64_t started = started_.load(std::memory_order_relaxed);
+    if (done_.load(std::memory_order_relaxed) != started) {
+      done_.store(started, std::memory_order_relaxed);
+    }
   }
 
   class Scope {

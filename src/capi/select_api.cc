@@ -45,6 +45,7 @@
 
 #include "base/alloc.h"
 #include "base/deadline.h"
+#include "base/fork_path.h"
 #include "base/sys.h"
 #include "capi/errors.h"
 #include "capi/poll_core.h"
@@ -82,8 +83,10 @@ void SetBit(Word* set, int fd) {
 constexpr int kMinTable = 64;  // NR_OPEN_DEFAULT: every table's size
 std::atomic<int> g_table_floor{kMinTable};
 
-void ResetTableFloor() {
-  g_table_floor.store(kMinTable, std::memory_order_relaxed);
+UEPOLL_FORK_PATH void ResetTableFloor() {
+  if (g_table_floor.load(std::memory_order_relaxed) != kMinTable) {
+    g_table_floor.store(kMinTable, std::memory_order_relaxed);
+  }
 }
 
 void RaiseTableFloor(int at_least) {

@@ -5,6 +5,7 @@
 
 #include <new>
 
+#include "base/fork_path.h"
 #include "base/mutex.h"
 #include "base/parker.h"
 #include "base/signal_defer.h"
@@ -72,16 +73,22 @@ BorrowRecord* AcquireRecord() {
 // Their pinned references stay counted (the child never drops them: a
 // leak, not a hang). At the child handler no other thread runs, so plain
 // stores suffice.
-void ForkChild() {
+UEPOLL_FORK_PATH void ForkChild() {
   for (BorrowRecord* r = g_records.load(std::memory_order_relaxed); r;
        r = r->next) {
     if (r == t_borrow_record) continue;
+    // Written only where something is set: each write makes the child copy
+    // a page.
     for (int i = 0; i < BorrowRecord::kSlots; ++i) {
-      r->hazard[i].store(nullptr, std::memory_order_relaxed);
-      r->valid[i] = false;
-      r->pinned[i] = nullptr;
+      if (r->hazard[i].load(std::memory_order_relaxed) != nullptr) {
+        r->hazard[i].store(nullptr, std::memory_order_relaxed);
+      }
+      if (r->valid[i]) r->valid[i] = false;
+      if (r->pinned[i] != nullptr) r->pinned[i] = nullptr;
     }
-    r->in_use.store(false, std::memory_order_relaxed);
+    if (r->in_use.load(std::memory_order_relaxed)) {
+      r->in_use.store(false, std::memory_order_relaxed);
+    }
   }
 }
 [[maybe_unused]] const int g_atfork =

@@ -10,6 +10,7 @@
 #include <cassert>
 #include <new>
 
+#include "base/fork_path.h"
 #include "base/mutex.h"
 #include "base/sys.h"
 #include "base/unlisted_epoll.h"
@@ -43,14 +44,19 @@ FdTable& FdTable::GetSlow() {
 // exist; a closer would wait for them forever. Drop them. (Borrows are
 // dropped by core/borrow.cc's own handler.) So are the unlisted epolls
 // they were making.
-void FdTable::ForkChild() {
+UEPOLL_FORK_PATH void FdTable::ForkChild() {
   UnlistedEpolls::ForkChild();
   FdTable& t = Get();
   for (long c = 0; c < kMaxChunks; ++c) {
     Chunk* chunk = t.chunks_[c].load(std::memory_order_relaxed);
     if (!chunk) continue;
+    // Written only where something is to clear: a write makes the child
+    // copy the page (BENCHMARKS.md, "What a fork costs a process that
+    // holds the engine").
     for (auto& slot : chunk->slots_) {
-      slot.fetch_and(~(kCountMask | kBusyBit), std::memory_order_relaxed);
+      if (slot.load(std::memory_order_relaxed) & (kCountMask | kBusyBit)) {
+        slot.fetch_and(~(kCountMask | kBusyBit), std::memory_order_relaxed);
+      }
     }
   }
   if (t.mode() == FdMode::kDisjoint) t.ForgetParkedInChild();

@@ -35,8 +35,10 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <span>
 #include <vector>
 
+#include "base/fork_path.h"
 #include "base/sys.h"
 #include "core/fd_table.h"
 #include "epoll/eventpoll.h"
@@ -362,75 +364,87 @@ bool Eventpoll::KernelReady() {
 
 // --- fork ---
 
-void Eventpoll::RebuildInChild() {
+UEPOLL_FORK_PATH void Eventpoll::RebuildInChild() {
   // Even in an instance another thread left mid-operation (below): that
   // thread's sleep in the kernel half must not keep a close here waiting.
   khalf_.ForgetOtherThreadsOps();
-  if (left_at_fork()) return;   // a thread that is not here was changing it
-  if (!mtx_.TryLock()) return;  // held by a thread that is not here (D12)
-  mtx_.Unlock();
+  if (left_at_fork()) return;  // a thread that is not here was changing it
+  if (mtx_.HeldAtFork()) return;  // by a thread that is not here (D12)
   {
-    // The inherited token registration is in the old kernel half.
-    token_fd_ = WakeFd::Handle{};
-    token_pending_ = false;
-    token_all_ = false;
-    nkernel_sleepers_ = 0;
+    // The inherited token registration is in the old kernel half. Written
+    // only where it changes: a write makes the child copy the page.
+    if (token_fd_.fd >= 0 || token_fd_.gen != 0) token_fd_ = WakeFd::Handle{};
+    if (token_pending_) token_pending_ = false;
+    if (token_all_) token_all_ = false;
+    if (nkernel_sleepers_ != 0) nkernel_sleepers_ = 0;
   }
   // Only a kernel half that was given kernel descriptors has registrations
   // of the application's to copy; every one gets a fresh epoll.
   khalf_.RebuildInChild(kernel_fds_.load(std::memory_order_relaxed));
 }
 
-void Eventpoll::ReregisterInChild() {
-  if (left_at_fork() || !mtx_.TryLock()) return;
+UEPOLL_FORK_PATH void Eventpoll::ReregisterInChild() {
+  if (left_at_fork() || mtx_.HeldAtFork()) return;
+  mtx_.AssertHeld();  // free, and only this thread exists
   children_.ForEach([&](EpItem* epi, uint32_t idx) {
     uint64_t cookie = khalf_.Cookie(idx);
     uint32_t events = ChildEvents(epi);
     int ck = ChildNumber(epi);
     if (ck >= 0) khalf_.CtlInternal(EPOLL_CTL_ADD, ck, cookie, events);
   });
-  mtx_.Unlock();
   mirror_.RemakeInChild(khalf_);
 }
 
-bool Eventpoll::LockedAtFork() {
-  bool held = false;
-  auto probe = [&](Mutex& m) NO_THREAD_SAFETY_ANALYSIS {
-    if (m.TryLock()) {
-      m.Unlock();
-    } else {
-      held = true;
-    }
-  };
-  probe(mtx_);
-  probe(lock_);
-  probe(khalf_.number_lock());
-  probe(watch_lock());
-  return held;
+UEPOLL_FORK_PATH bool Eventpoll::LockedAtFork() {
+  // Loads, not TryLock: a write makes the child copy the instance's page.
+  return mtx_.HeldAtFork() || lock_.HeldAtFork() ||
+         khalf_.number_lock().HeldAtFork() || watch_lock().HeldAtFork();
 }
 
-bool Eventpoll::WatchesOneLeftAtFork() {
+UEPOLL_FORK_PATH bool Eventpoll::WatchesOneLeftAtFork() {
   // mtx_ is free: LockedAtFork said so, and only this thread exists.
-  if (!mtx_.TryLock()) return false;
+  if (mtx_.HeldAtFork()) return false;
+  mtx_.AssertHeld();
   bool any = false;
   children_.ForEach([&](EpItem* epi, uint32_t) {
     if (epi->file->left_at_fork()) any = true;
   });
-  mtx_.Unlock();
   return any;
 }
 
-void Eventpoll::ForkChild() {
+UEPOLL_FORK_PATH void Eventpoll::ForkChild() {
   // Only the forking thread exists here, and no application code has run
   // since fork(): every number is still what the parent had at the fork.
   WakeFd::ForkChild();
   FdTable& t = FdTable::Get();
-  std::vector<Eventpoll*> eps;
+  // The instances, each once. On the stack while they are few: a malloc
+  // here writes the arena's pages, each a copy-on-write fault in the child
+  // (BENCHMARKS.md, "What a fork costs a process that holds the engine").
+  constexpr size_t kOnStack = 64;
+  Eventpoll* few[kOnStack];
+  size_t nfew = 0;
+  std::vector<Eventpoll*> many;
   t.ForEachOpen([&](int, File* f, bool) {
-    if (f->is_epoll()) eps.push_back(static_cast<Eventpoll*>(f));
+    if (!f->is_epoll()) return;
+    auto* ep = static_cast<Eventpoll*>(f);
+    if (many.empty() && nfew < kOnStack) {
+      few[nfew++] = ep;
+      return;
+    }
+    if (many.empty()) many.assign(few, few + nfew);
+    many.push_back(ep);
   });
-  std::sort(eps.begin(), eps.end());
-  eps.erase(std::unique(eps.begin(), eps.end()), eps.end());
+  Eventpoll** first = many.empty() ? few : many.data();
+  Eventpoll** last = many.empty() ? few + nfew : many.data() + many.size();
+  // Sorted by insertion, not std::sort: its code is one more page for the
+  // child to fault in, and the list is short (an instance per number).
+  for (Eventpoll** i = first; i != last; ++i) {
+    for (Eventpoll** j = i; j != first && *(j - 1) > *j; --j) {
+      std::swap(*(j - 1), *j);
+    }
+  }
+  last = std::unique(first, last);
+  std::span<Eventpoll* const> eps(first, last);
   // An instance another thread was changing at the fork is left as it is
   // (File::left_at_fork;
   // BridgeForkChild.ClosesInstancesAnotherThreadWasChanging), and so is

@@ -19,6 +19,7 @@
 #include <mutex>
 
 #include "base/alloc.h"
+#include "base/fork_path.h"
 #include "base/mutex.h"
 #include "base/parker.h"
 #include "base/sys.h"
@@ -42,13 +43,13 @@ Mutex g_forward ACQUIRED_AFTER(g_session);
 ListNode g_forward_list GUARDED_BY(g_forward);
 
 // Unchecked: atfork handlers lock in one function and unlock in another.
-void ForwardPrepare() NO_THREAD_SAFETY_ANALYSIS { g_forward.Lock(); }
-void ForwardParent() NO_THREAD_SAFETY_ANALYSIS { g_forward.Unlock(); }
+UEPOLL_FORK_PATH void ForwardPrepare() NO_THREAD_SAFETY_ANALYSIS { g_forward.Lock(); }
+UEPOLL_FORK_PATH void ForwardParent() NO_THREAD_SAFETY_ANALYSIS { g_forward.Unlock(); }
 // The child's copies of shells are never used (the threads that held them
 // do not exist here), and their descriptors would keep the kernel objects
 // open in the child: close them while they are certainly still ours.
 // Unchecked: it runs holding g_forward, taken by ForwardPrepare.
-void ForwardChild() NO_THREAD_SAFETY_ANALYSIS {
+UEPOLL_FORK_PATH void ForwardChild() NO_THREAD_SAFETY_ANALYSIS {
   while (!g_forward_list.empty()) {
     ForwardFd* f = UEPOLL_CONTAINER_OF(g_forward_list.next, ForwardFd, node);
     f->node.Unlink();
@@ -67,7 +68,7 @@ std::once_flag g_share_registered;
 // Registered at the first SetForkMode(kShare), after every handler of
 // uepoll's own static initialization: prepare handlers run last-registered
 // first, so this one runs before any of them takes a uepoll lock.
-void SharePrepare() {
+UEPOLL_FORK_PATH void SharePrepare() {
   if (g_fork_mode.load(std::memory_order_acquire) ==
       static_cast<int>(ForkMode::kShare)) {
     ExportAll(false);

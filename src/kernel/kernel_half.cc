@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <linux/kcmp.h>
 #include <sched.h>
-#include <stdio.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -14,6 +13,7 @@
 #include <cstring>
 
 #include "base/cancellable.h"
+#include "base/fork_path.h"
 #include "base/private_fd.h"
 #include "base/sys.h"
 #include "base/unlisted_epoll.h"
@@ -80,6 +80,101 @@ int WaitOn(int k, epoll_event* ev, int room, const timespec* timeout,
                       SYS_epoll_pwait, k, reinterpret_cast<long>(ev), room, ms,
                       reinterpret_cast<long>(mask), kSigsetSize))
                 : sys::EpollPwait(k, ev, room, ms, mask);
+}
+
+
+// "/proc/self/fdinfo/<fd>" into out (40 bytes), without snprintf. The
+// prefix is stored as immediates (its bytes, little-endian): a string in
+// .rodata would be one more page for the child to fault in.
+UEPOLL_FORK_PATH void FdinfoPath(int fd, char* out) {
+  uint64_t w0 = 0x65732f636f72702fULL;  // "/proc/se"
+  uint64_t w1 = 0x666e6964662f666cULL;  // "lf/fdinf"
+  uint16_t w2 = 0x2f6f;                 // "o/"
+  // Kept in registers: merged, the first two would be one 16-byte
+  // constant, loaded from .rodata.
+  asm("" : "+r"(w0), "+r"(w1));
+  __builtin_memcpy(out, &w0, 8);
+  __builtin_memcpy(out + 8, &w1, 8);
+  __builtin_memcpy(out + 16, &w2, 2);
+  size_t n = 18;
+  char digits[12];
+  int nd = 0;
+  unsigned v = static_cast<unsigned>(fd);
+  do {
+    digits[nd++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (nd > 0) out[n++] = digits[--nd];
+  out[n] = '\0';
+}
+
+// One registration of an epoll's fdinfo.
+struct FdinfoItem {
+  int tfd;
+  uint32_t events;
+  uint64_t data;
+};
+
+// At p (not past end): spaces, then `name`, then spaces, then a number in
+// base 10 or 16; advances p past it. False if any part is missing.
+UEPOLL_FORK_PATH bool ParseField(const char*& p, const char* end, const char* name, int base,
+                uint64_t* out) {
+  while (p < end && *p == ' ') ++p;
+  for (; *name != '\0'; ++name, ++p) {
+    if (p == end || *p != *name) return false;
+  }
+  while (p < end && *p == ' ') ++p;
+  const char* start = p;
+  uint64_t v = 0;
+  for (; p < end; ++p) {
+    char c = *p;
+    int d;
+    if (c >= '0' && c <= '9') {
+      d = c - '0';
+    } else if (base == 16 && c >= 'a' && c <= 'f') {
+      d = c - 'a' + 10;
+    } else {
+      break;
+    }
+    v = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
+  }
+  *out = v;
+  return p != start;
+}
+
+// "tfd: N events: X data: Y ..." (the rest of the line is ignored); false
+// for any other line (the header's pos, flags, mnt_id, ino).
+UEPOLL_FORK_PATH bool ParseFdinfoLine(const char* p, const char* end, FdinfoItem* it) {
+  uint64_t tfd, events, data;
+  if (!ParseField(p, end, "tfd:", 10, &tfd) ||
+      !ParseField(p, end, "events:", 16, &events) ||
+      !ParseField(p, end, "data:", 16, &data) || tfd > INT_MAX ||
+      events > UINT32_MAX) {
+    return false;
+  }
+  it->tfd = static_cast<int>(tfd);
+  it->events = static_cast<uint32_t>(events);
+  it->data = data;
+  return true;
+}
+
+// Registers it in the epoll nk as it is in the epoll k, if the number
+// it->tfd still names the file registered there (a number closed and
+// reused while a dup kept the file alive names another file): the
+// kernel's own comparison, where the kernel has it.
+UEPOLL_FORK_PATH void CopyRegistration(pid_t self, int k, int nk, const FdinfoItem& it) {
+  struct kcmp_epoll_slot slot = {static_cast<__u32>(k),
+                                 static_cast<__u32>(it.tfd), 0};
+  long same = sys::Syscall(SYS_kcmp, self, self, KCMP_EPOLL_TFD, it.tfd,
+                           reinterpret_cast<long>(&slot), 0);
+  if (same != 0 &&
+      !(same < 0 && (errno == ENOSYS || errno == EPERM || errno == EACCES))) {
+    return;
+  }
+  epoll_event ev{};
+  ev.events = it.events;
+  ev.data.u64 = it.data;
+  sys::EpollCtl(nk, EPOLL_CTL_ADD, it.tfd, &ev);
 }
 
 }  // namespace
@@ -230,14 +325,17 @@ int KernelHalf::DupForFlight() {
 
 __thread KernelHalf::ThreadOps KernelHalf::t_ops = {};
 
-void KernelHalf::ForgetOtherThreadsOps() {
+UEPOLL_FORK_PATH void KernelHalf::ForgetOtherThreadsOps() {
   int own = 0;
   int named = t_ops.depth < ThreadOps::kSlots ? t_ops.depth : ThreadOps::kSlots;
   for (int i = 0; i < named; ++i) own += t_ops.ops[i] == &kops_;
-  kops_.store(own, std::memory_order_relaxed);
+  // Written only where it changes: a write makes the child copy the page.
+  if (kops_.load(std::memory_order_relaxed) != own) {
+    kops_.store(own, std::memory_order_relaxed);
+  }
 }
 
-int KernelHalf::RebuildInChild(bool copy) {
+UEPOLL_FORK_PATH int KernelHalf::RebuildInChild(bool copy) {
   int k = knum_.load(std::memory_order_relaxed);
   if (k < 0) return -EBADF;
   int saved = errno;
@@ -249,48 +347,33 @@ int KernelHalf::RebuildInChild(bool copy) {
   }
   // Every registration of the shared epoll, as the kernel lists them:
   // "tfd: N events: X data: Y ..." per line (fs/eventpoll.c,
-  // ep_show_fdinfo). Internal ones are the caller's to make again.
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/fdinfo/%d", k);
+  // ep_show_fdinfo). Internal ones are the caller's to make again. Read
+  // and parsed without stdio: a fork child starts with none of the
+  // libraries' code mapped, and each page of it the child runs is a page
+  // fault, a few microseconds each (BENCHMARKS.md, "What a fork costs a
+  // process that holds the engine").
+  char path[40];
+  FdinfoPath(k, path);
   int info = copy ? sys::Open(path, O_RDONLY | O_CLOEXEC) : -1;
   if (info >= 0) {
-    char buf[4096];
+    char buf[1024];  // small: a deeper stack page is one more fault
     size_t have = 0;
     pid_t self = getpid();
     for (;;) {
       ssize_t got = sys::Read(info, buf + have, sizeof buf - 1 - have);
       if (got <= 0) break;
       have += static_cast<size_t>(got);
-      buf[have] = '\0';
-      char* line = buf;
-      for (char* nl; (nl = strchr(line, '\n')) != nullptr; line = nl + 1) {
-        *nl = '\0';
-        int tfd;
-        unsigned events;
-        unsigned long long data;
-        if (sscanf(line, "tfd: %d events: %x data: %llx", &tfd, &events,
-                   &data) != 3 ||
-            IsInternal(data)) {
-          continue;
+      size_t line = 0;
+      for (size_t nl = 0; nl < have; ++nl) {
+        if (buf[nl] != '\n') continue;
+        FdinfoItem it;
+        if (ParseFdinfoLine(buf + line, buf + nl, &it) && !IsInternal(it.data)) {
+          CopyRegistration(self, k, nk, it);
         }
-        // Only if the number still names the file registered (a number
-        // closed and reused while a dup kept the file alive names another
-        // file): the kernel's own comparison, where the kernel has it.
-        struct kcmp_epoll_slot slot = {static_cast<__u32>(k),
-                                       static_cast<__u32>(tfd), 0};
-        long same = sys::Syscall(SYS_kcmp, self, self, KCMP_EPOLL_TFD, tfd,
-                                 reinterpret_cast<long>(&slot), 0);
-        if (same != 0 && !(same < 0 && (errno == ENOSYS || errno == EPERM ||
-                                        errno == EACCES))) {
-          continue;
-        }
-        epoll_event ev{};
-        ev.events = events;
-        ev.data.u64 = data;
-        sys::EpollCtl(nk, EPOLL_CTL_ADD, tfd, &ev);
+        line = nl + 1;
       }
-      have = static_cast<size_t>(buf + have - line);
-      memmove(buf, line, have);
+      have -= line;
+      for (size_t i = 0; i < have; ++i) buf[i] = buf[line + i];
       if (have == sizeof buf - 1) have = 0;  // a line longer than the buffer
     }
     sys::Close(info);

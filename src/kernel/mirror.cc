@@ -5,6 +5,7 @@
 
 #include <new>
 
+#include "base/fork_path.h"
 #include "base/private_fd.h"
 #include "base/sys.h"
 
@@ -65,7 +66,7 @@ void Mirror::Drop(int kfd) {
   armed_ = false;
 }
 
-void Mirror::RemakeInChild(KernelHalf& kh) {
+UEPOLL_FORK_PATH void Mirror::RemakeInChild(KernelHalf& kh) {
   if (fd_ < 0) return;
   // The inherited eventfd is the parent's too: ours to close here, before
   // any application code ran in the child.

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <new>
 
+#include "base/fork_path.h"
 #include "base/mutex.h"
 #include "base/private_fd.h"
 #include "base/sys.h"
@@ -64,7 +65,7 @@ void WakeFd::Lost(Handle h) {
                                  std::memory_order_acq_rel);
 }
 
-void WakeFd::ForkChild() {
+UEPOLL_FORK_PATH void WakeFd::ForkChild() {
   State& s = S();
   Handle h = Unpack(s.word.load(std::memory_order_relaxed));
   // The forking thread is the only one: the mutex cannot be held by a

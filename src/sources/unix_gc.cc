@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "base/fork_path.h"
 #include "base/list.h"
 #include "base/mutex.h"
 #include "sources/no_cancel.h"
@@ -30,8 +31,8 @@ thread_local bool t_collecting = false;
 // callbacks, which may fork): the child keeps its copies of that
 // collection's garbage, unfreed (docs/semantics.md D12).
 // Unchecked: atfork handlers lock in one function and unlock in another.
-void PrepareFork() NO_THREAD_SAFETY_ANALYSIS { g_mu.Lock(); }
-void AfterFork() NO_THREAD_SAFETY_ANALYSIS { g_mu.Unlock(); }
+UEPOLL_FORK_PATH void PrepareFork() NO_THREAD_SAFETY_ANALYSIS { g_mu.Lock(); }
+UEPOLL_FORK_PATH void AfterFork() NO_THREAD_SAFETY_ANALYSIS { g_mu.Unlock(); }
 [[maybe_unused]] const int g_atfork_registered =
     pthread_atfork(PrepareFork, AfterFork, AfterFork);
 

@@ -7,6 +7,7 @@
 
 #include <climits>
 
+#include "base/fork_path.h"
 #include "base/mutex.h"
 #include "base/private_fd.h"
 #include "base/sys.h"
@@ -53,12 +54,12 @@ bool IsOurs(int fd) {
 }
 
 // Unchecked: atfork handlers lock in one function and unlock in another.
-void Prepare() NO_THREAD_SAFETY_ANALYSIS { D().mu.Lock(); }
-void Parent() NO_THREAD_SAFETY_ANALYSIS { D().mu.Unlock(); }
+UEPOLL_FORK_PATH void Prepare() NO_THREAD_SAFETY_ANALYSIS { D().mu.Lock(); }
+UEPOLL_FORK_PATH void Parent() NO_THREAD_SAFETY_ANALYSIS { D().mu.Unlock(); }
 // The child shares the kernel descriptor with the parent, and a read
 // consumes a step for both: the child makes its own on its next call.
 // Unchecked: it runs holding d.mu, taken by Prepare.
-void Child() NO_THREAD_SAFETY_ANALYSIS {
+UEPOLL_FORK_PATH void Child() NO_THREAD_SAFETY_ANALYSIS {
   NoCancel no_cancel;
   Detector& d = D();
   if (IsOurs(d.fd)) sys::Close(d.fd);

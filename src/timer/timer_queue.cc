@@ -9,10 +9,12 @@
 #include <cassert>
 
 #include "base/alloc.h"
+#include "base/fork_path.h"
 
 namespace uepoll::impl {
 
-TimerQueue& TimerQueue::Get() {
+// Beside the fork handlers: the child's handler calls it.
+UEPOLL_FORK_PATH TimerQueue& TimerQueue::Get() {
   // Never destroyed: the detached timer thread may still run while static
   // destructors do at exit.
   static TimerQueue* q = new TimerQueue();
@@ -622,21 +624,21 @@ void TimerQueue::Run() {
 // thread holds no owner's lock (and mu_ is free) at the fork: the child,
 // which has no timer thread, can use every timer and take every lock.
 // Unchecked: atfork handlers lock in one function and unlock in another.
-void TimerQueue::ForkPrepare() NO_THREAD_SAFETY_ANALYSIS {
+UEPOLL_FORK_PATH void TimerQueue::ForkPrepare() NO_THREAD_SAFETY_ANALYSIS {
   TimerQueue& q = Get();
   q.fire_mu_.Lock();
   q.mu_.Lock();
 }
 
 // Unchecked: it releases the locks ForkPrepare took.
-void TimerQueue::ForkParent() NO_THREAD_SAFETY_ANALYSIS {
+UEPOLL_FORK_PATH void TimerQueue::ForkParent() NO_THREAD_SAFETY_ANALYSIS {
   TimerQueue& q = Get();
   q.mu_.Unlock();
   q.fire_mu_.Unlock();
 }
 
 // Unchecked: it runs holding the locks ForkPrepare took, and releases them.
-void TimerQueue::ForkChild() NO_THREAD_SAFETY_ANALYSIS {
+UEPOLL_FORK_PATH void TimerQueue::ForkChild() NO_THREAD_SAFETY_ANALYSIS {
   TimerQueue& q = Get();
   // The child's copies of armed timers stay armed (docs/semantics.md D12:
   // objects are copied), but the thread did not survive: start a new one

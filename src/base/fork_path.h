@@ -1,0 +1,18 @@
+// UEPOLL_FORK_PATH: marks a function that runs at every fork() (the
+// pthread_atfork handlers and what they call), so that the linker places
+// them together.
+//
+// A fork child gets none of a library's code mapped: each 64 KiB window
+// of it that the child runs is a page fault, some 30-50 us each on a
+// virtual machine that traps them (BENCHMARKS.md, "What a fork costs a
+// process that holds the engine"). The handlers are spread over a dozen
+// files, so the child faulted once per file; gathered in one section they
+// take one or two. The section's name is a .text.hot.* one because the
+// linker's default script gathers those from every object into one run
+// (a name of our own would stay inside each object's .text).
+#ifndef UEPOLL_SRC_BASE_FORK_PATH_H_
+#define UEPOLL_SRC_BASE_FORK_PATH_H_
+
+#define UEPOLL_FORK_PATH __attribute__((section(".text.hot.uepoll_fork")))
+
+#endif  // UEPOLL_SRC_BASE_FORK_PATH_H_
