@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 
+#include "base/fork_path.h"
 #include "base/sys.h"
 
 namespace uepoll::impl {
@@ -24,25 +25,30 @@ constexpr long kPrivateTop = 1024;
 
 }  // namespace
 
-int MovePrivateFd(int fd) {
-  if (fd < 0) return fd;
-  int saved = errno;
+namespace {
+
+// The lowest private number: kPrivateSpan below the top of the numbers the
+// process may use, or -1 where the limit is so low that the top is where
+// the application lives anyway. errno is clobbered.
+UEPOLL_FORK_PATH long PrivateFloor() {
   rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
-    errno = saved;
-    return fd;
-  }
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
   long top = rl.rlim_cur >= static_cast<rlim_t>(kPrivateTop)
                  ? kPrivateTop
                  : static_cast<long>(rl.rlim_cur);
-  // A limit so low that the top is where the application lives anyway:
-  // leave the descriptor where the kernel put it.
-  if (top <= 2 * kPrivateSpan) {
-    errno = saved;
-    return fd;
-  }
-  long lo = top - kPrivateSpan;
-  if (fd >= lo) {
+  if (top <= 2 * kPrivateSpan) return -1;
+  return top - kPrivateSpan;
+}
+
+}  // namespace
+
+int MovePrivateFd(int fd) {
+  if (fd < 0) return fd;
+  int saved = errno;
+  long lo = PrivateFloor();
+  // Where the kernel put it when there is no private range, or when it is
+  // in the range already.
+  if (lo < 0 || fd >= lo) {
     errno = saved;
     return fd;
   }
@@ -53,6 +59,16 @@ int MovePrivateFd(int fd) {
   }
   errno = saved;
   return fd;
+}
+
+UEPOLL_FORK_PATH int DupPrivateFd(int fd) {
+  int saved = errno;
+  long lo = PrivateFloor();
+  int r = lo < 0 ? -1
+                 : sys::Fcntl(fd, F_DUPFD_CLOEXEC, static_cast<unsigned long>(lo));
+  if (r < 0) r = sys::Fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  errno = saved;
+  return r;
 }
 
 }  // namespace uepoll::impl

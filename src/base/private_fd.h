@@ -27,6 +27,10 @@ namespace uepoll::impl {
 // number is free (the descriptor stays usable). errno is preserved.
 int MovePrivateFd(int fd);
 
+// A new close-on-exec descriptor for fd's file at a high number (the
+// lowest free one where none is), or -1. errno is preserved.
+int DupPrivateFd(int fd);
+
 }  // namespace uepoll::impl
 
 #endif  // UEPOLL_SRC_BASE_PRIVATE_FD_H_

@@ -90,6 +90,9 @@ int Eventpoll::DupKernelFileForFlight() { return khalf_.DupForFlight(); }
 
 int Eventpoll::KernelSleepFds(int out[2]) {
   if (!mixed_.load(std::memory_order_acquire)) return 0;
+  // A sleep in poll() on the epoll is no operation of the kernel half's:
+  // a fork child's copy of the parent's registrations is made first.
+  khalf_.CopyInheritedFirst();
   int k = khalf_.number();
   if (k < 0) return 0;
   out[0] = k;
@@ -234,8 +237,11 @@ uint32_t Eventpoll::ChildEvents(const EpItem* epi) {
   return (ev & EPOLLIN) ? uint32_t{EPOLLIN | EPOLLET} : uint32_t{EPOLLET};
 }
 
-int Eventpoll::AddChildLocked(EpItem* epi, Eventpoll* /*child*/) {
+int Eventpoll::AddChildLocked(EpItem* epi, Eventpoll* child) {
   if (FdTable::Get().mode() == FdMode::kDisjoint) return 0;
+  // The child's kernel half reaches our waiters only through the kernel:
+  // a fork child's copy of its inherited registrations is made first.
+  child->khalf_.CopyInheritedFirst();
   uint32_t idx = children_.Add(epi);
   if (!idx) return -ENOMEM;
   uint64_t cookie = khalf_.Cookie(idx);
@@ -368,8 +374,12 @@ UEPOLL_FORK_PATH void Eventpoll::RebuildInChild() {
   // Even in an instance another thread left mid-operation (below): that
   // thread's sleep in the kernel half must not keep a close here waiting.
   khalf_.ForgetOtherThreadsOps();
-  if (left_at_fork()) return;  // a thread that is not here was changing it
-  if (mtx_.HeldAtFork()) return;  // by a thread that is not here (D12)
+  // Left as it is: its kernel half stays the shared one, into which no
+  // copy of a pending inheritance may go.
+  if (left_at_fork() || mtx_.HeldAtFork()) {  // (D12)
+    khalf_.DropInheritedInChild();
+    return;
+  }
   {
     // The inherited token registration is in the old kernel half. Written
     // only where it changes: a write makes the child copy the page.
@@ -387,6 +397,10 @@ UEPOLL_FORK_PATH void Eventpoll::ReregisterInChild() {
   if (left_at_fork() || mtx_.HeldAtFork()) return;
   mtx_.AssertHeld();  // free, and only this thread exists
   children_.ForEach([&](EpItem* epi, uint32_t idx) {
+    // The child's registrations reach ours only through the kernel: its
+    // copy is made now, not at its first operation (AddChildLocked).
+    auto* child = static_cast<Eventpoll*>(epi->file);
+    if (!child->left_at_fork()) child->khalf_.CopyInheritedFirst();
     uint64_t cookie = khalf_.Cookie(idx);
     uint32_t events = ChildEvents(epi);
     int ck = ChildNumber(epi);

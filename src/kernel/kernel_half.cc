@@ -11,6 +11,7 @@
 #include <atomic>
 #include <climits>
 #include <cstring>
+#include <new>
 
 #include "base/cancellable.h"
 #include "base/fork_path.h"
@@ -177,6 +178,18 @@ UEPOLL_FORK_PATH void CopyRegistration(pid_t self, int k, int nk, const FdinfoIt
   sys::EpollCtl(nk, EPOLL_CTL_ADD, it.tfd, &ev);
 }
 
+// Whether the numbers a and b name one open file (kcmp KCMP_FILE).
+// Without kcmp (ENOSYS, or EPERM under a seccomp filter), whether both are
+// open: the check then only catches numbers that were closed.
+UEPOLL_FORK_PATH bool SameFile(int a, int b) {
+  if (a < 0 || b < 0) return false;
+  pid_t self = getpid();
+  long r = sys::Syscall(SYS_kcmp, self, self, KCMP_FILE, a, b, 0);
+  if (r >= 0) return r == 0;
+  if (errno != ENOSYS && errno != EPERM && errno != EACCES) return false;
+  return sys::Fcntl(a, F_GETFD, 0) >= 0 && sys::Fcntl(b, F_GETFD, 0) >= 0;
+}
+
 }  // namespace
 
 KernelHalf::KernelHalf(const File* owner) : owner_(owner), key_(NewKey(this)) {}
@@ -335,48 +348,76 @@ UEPOLL_FORK_PATH void KernelHalf::ForgetOtherThreadsOps() {
   }
 }
 
+// Every application registration of the epoll `from` (a number of ours),
+// as the kernel lists them, "tfd: N events: X data: Y ..." per line
+// (fs/eventpoll.c, ep_show_fdinfo), added to the epoll `into`. Internal
+// ones are the caller's to make again. Read and parsed without stdio: in a
+// fork child each page of libc's code it runs is a page fault.
+UEPOLL_FORK_PATH void KernelHalf::CopyRegistrations(int from, int into) {
+  char path[40];
+  FdinfoPath(from, path);
+  int info = sys::Open(path, O_RDONLY | O_CLOEXEC);
+  if (info < 0) return;
+  char buf[1024];  // small: a deeper stack page is one more fault
+  size_t have = 0;
+  pid_t self = getpid();
+  for (;;) {
+    ssize_t got = sys::Read(info, buf + have, sizeof buf - 1 - have);
+    if (got <= 0) break;
+    have += static_cast<size_t>(got);
+    size_t line = 0;
+    for (size_t nl = 0; nl < have; ++nl) {
+      if (buf[nl] != '\n') continue;
+      FdinfoItem it;
+      if (ParseFdinfoLine(buf + line, buf + nl, &it) && !IsInternal(it.data)) {
+        CopyRegistration(self, from, into, it);
+      }
+      line = nl + 1;
+    }
+    have -= line;
+    for (size_t i = 0; i < have; ++i) buf[i] = buf[line + i];
+    if (have == sizeof buf - 1) have = 0;  // a line longer than the buffer
+  }
+  sys::Close(info);
+}
+
 UEPOLL_FORK_PATH int KernelHalf::RebuildInChild(bool copy) {
   int k = knum_.load(std::memory_order_relaxed);
   if (k < 0) return -EBADF;
   int saved = errno;
+  // A thread of the parent process was copying its own inheritance at the
+  // fork (CopyInherited): part of it is in k, the rest still in the copies.
+  bool was_copying = imu_.HeldAtFork();
+  if (was_copying) new (&imu_) Mutex();
   int nk = sys::EpollCreate1(EPOLL_CLOEXEC);
   if (nk < 0) {
     int err = -errno;
     errno = saved;
     return err;
   }
-  // Every registration of the shared epoll, as the kernel lists them:
-  // "tfd: N events: X data: Y ..." per line (fs/eventpoll.c,
-  // ep_show_fdinfo). Internal ones are the caller's to make again. Read
-  // and parsed without stdio: a fork child starts with none of the
-  // libraries' code mapped, and each page of it the child runs is a page
-  // fault, a few microseconds each (BENCHMARKS.md, "What a fork costs a
-  // process that holds the engine").
-  char path[40];
-  FdinfoPath(k, path);
-  int info = copy ? sys::Open(path, O_RDONLY | O_CLOEXEC) : -1;
-  if (info >= 0) {
-    char buf[1024];  // small: a deeper stack page is one more fault
-    size_t have = 0;
-    pid_t self = getpid();
-    for (;;) {
-      ssize_t got = sys::Read(info, buf + have, sizeof buf - 1 - have);
-      if (got <= 0) break;
-      have += static_cast<size_t>(got);
-      size_t line = 0;
-      for (size_t nl = 0; nl < have; ++nl) {
-        if (buf[nl] != '\n') continue;
-        FdinfoItem it;
-        if (ParseFdinfoLine(buf + line, buf + nl, &it) && !IsInternal(it.data)) {
-          CopyRegistration(self, k, nk, it);
-        }
-        line = nl + 1;
+  MutexLock l(imu_);  // only this thread exists: free
+  if (inherited_.load(std::memory_order_relaxed) >= 0) {
+    // The parent process had not made its own copy yet (no operation
+    // since its fork): k holds none of the application's registrations
+    // unless that copy was under way, and the copies stay the source.
+    if (was_copying) {
+      CopyRegistrations(k, nk);
+      if (SameFile(inherited_.load(std::memory_order_relaxed), inherited2_)) {
+        CopyRegistrations(inherited_.load(std::memory_order_relaxed), nk);
       }
-      have -= line;
-      for (size_t i = 0; i < have; ++i) buf[i] = buf[line + i];
-      if (have == sizeof buf - 1) have = 0;  // a line longer than the buffer
+      DropInheritedLocked();
     }
-    sys::Close(info);
+  } else if (copy) {
+    int a = DupPrivateFd(k);
+    int b = a >= 0 ? DupPrivateFd(k) : -1;
+    if (b >= 0) {
+      inherited2_ = b;
+      inherited_.store(a, std::memory_order_release);
+    } else {
+      // No number for the copies: copy now.
+      if (a >= 0) sys::Close(a);
+      CopyRegistrations(k, nk);
+    }
   }
   File* owner = const_cast<File*>(owner_);
   FdTable::Get().ForEachNumberOf(owner, [&](int n) {
@@ -385,6 +426,50 @@ UEPOLL_FORK_PATH int KernelHalf::RebuildInChild(bool copy) {
   sys::Close(nk);
   errno = saved;
   return 0;
+}
+
+UEPOLL_FORK_PATH void KernelHalf::DropInheritedInChild() {
+  if (inherited_.load(std::memory_order_relaxed) < 0) return;
+  if (imu_.HeldAtFork()) new (&imu_) Mutex();
+  MutexLock l(imu_);  // only this thread exists: free
+  DropInheritedLocked();
+}
+
+void KernelHalf::CopyInherited() {
+  int saved = errno;
+  MutexLock l(imu_);
+  int from = inherited_.load(std::memory_order_relaxed);
+  if (from >= 0) {
+    if (SameFile(from, inherited2_)) {
+      // Into the number operations use (pinned, as an operation's).
+      InFlight op(&kops_);
+      int k = knum_.load(std::memory_order_seq_cst);
+      if (k >= 0) CopyRegistrations(from, k);
+    }
+    DropInheritedLocked();
+  }
+  errno = saved;
+}
+
+UEPOLL_FORK_PATH void KernelHalf::DropInheritedLocked() {
+  int a = inherited_.load(std::memory_order_relaxed);
+  if (a < 0) return;
+  // Ours only if both numbers still name one file (closefrom() may have
+  // closed them, and the numbers may have been reused since).
+  if (SameFile(a, inherited2_)) {
+    sys::Close(a);
+    sys::Close(inherited2_);
+  }
+  inherited2_ = -1;
+  inherited_.store(-1, std::memory_order_release);
+}
+
+KernelHalf::~KernelHalf() {
+  if (inherited_.load(std::memory_order_acquire) < 0) return;
+  int saved = errno;
+  MutexLock l(imu_);
+  DropInheritedLocked();
+  errno = saved;
 }
 
 }  // namespace uepoll::impl

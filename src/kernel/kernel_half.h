@@ -68,6 +68,11 @@ class KernelHalf {
   static constexpr int kLost = INT_MIN + 1;
 
   explicit KernelHalf(const File* owner);
+  // Closes the copies of a fork child's inherited epoll, if the instance
+  // is torn down before its first operation (RebuildInChild).
+  ~KernelHalf();
+  KernelHalf(const KernelHalf&) = delete;
+  KernelHalf& operator=(const KernelHalf&) = delete;
 
   // A new epoll for an instance's first number (FdTable::Install, kernel
   // numbering), at the lowest free number >= minfd; -errno on failure.
@@ -94,6 +99,7 @@ class KernelHalf {
   // fn's result, or `none` if the instance has no number left.
   template <class Fn>
   int Op(int none, Fn fn) {
+    CopyInheritedFirst();
     for (int attempt = 0;; ++attempt) {
       int k, r;
       {
@@ -140,12 +146,33 @@ class KernelHalf {
   int DupForFlight();
 
   // In a fork child (the kernel half is shared with the parent there):
-  // makes a new epoll, registers in it (if copy) every application
-  // descriptor of the old one that the same number still names (from
-  // /proc/self/fdinfo; internal registrations are left to the caller), and
-  // installs it at every number of the instance in place of the old. 0 or
-  // -errno (the old one is kept). Only from the atfork child handler.
+  // makes a new epoll and installs it at every number of the instance in
+  // place of the old. If copy, the application descriptors registered in
+  // the old one are copied into it at the instance's first operation in
+  // the child (CopyInheritedFirst), not here: most children exec or exit
+  // without one, and the copy costs a read of /proc/self/fdinfo and two
+  // system calls per registration (BENCHMARKS.md, "What a fork costs a
+  // process that holds the engine"). Until then two close-on-exec copies
+  // of the old epoll are kept at private numbers; the two must still name
+  // one file when the copy is made (closefrom() in the child may have
+  // closed them, and the numbers may name the application's files since).
+  // Internal registrations are left to the caller. 0 or -errno (the old
+  // one is kept). Only from the atfork child handler.
   int RebuildInChild(bool copy);
+
+  // In a fork child, for an instance that keeps the shared epoll (left as
+  // it was at the fork): forgets a copy still pending from the parent
+  // process's own fork, which would go into the shared epoll.
+  void DropInheritedInChild();
+
+  // Makes the copy RebuildInChild left for the first operation, if one is
+  // pending. Every operation calls it (Op); so must a path that hands the
+  // epoll's number to the kernel without an operation (a sleep set).
+  void CopyInheritedFirst() {
+    if (inherited_.load(std::memory_order_acquire) >= 0) [[unlikely]] {
+      CopyInherited();
+    }
+  }
 
   // In a fork child, from the atfork child handler: forgets the operations
   // other threads of the parent had in flight (a waiter asleep in the
@@ -204,6 +231,16 @@ class KernelHalf {
   // Another number of the instance that still holds a kernel file, or -1.
   int OtherNumber(int fd) REQUIRES(kmu_);
 
+  // Adds every application registration of the epoll `from` (one of our
+  // numbers) to the epoll `into`, where the same number still names the
+  // file registered (kcmp).
+  void CopyRegistrations(int from, int into);
+  // The copy of CopyInheritedFirst, under imu_.
+  void CopyInherited() EXCLUDES(imu_);
+  // Forgets the copies of the inherited epoll, closing them if they are
+  // still ours (both numbers name one file).
+  void DropInheritedLocked() REQUIRES(imu_);
+
   const File* owner_;
   const uint64_t key_;
   Mutex kmu_;  // serializes changes of knum_
@@ -211,6 +248,13 @@ class KernelHalf {
   std::atomic<int> knum_{-1};
   // Operations in flight on knum_ (Op).
   std::atomic<int> kops_{0};
+  // In a fork child until the first operation: two private numbers of the
+  // epoll inherited from the parent, whose registrations are still to be
+  // copied (RebuildInChild); -1 otherwise. Written under imu_, a leaf
+  // (taken by an operation under any of the instance's locks).
+  Mutex imu_;
+  std::atomic<int> inherited_{-1};
+  int inherited2_ GUARDED_BY(imu_) = -1;
 };
 
 }  // namespace uepoll::impl

@@ -300,6 +300,171 @@ TEST_P(BridgeCorners, ForkedChildKeepsTheEventsAndDataOfKernelDescriptors) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// The copy of the kernel registrations is made at the child's first
+// operation on the instance (kernel/kernel_half.h, RebuildInChild); these
+// reach it through each path that does not go through an epoll call on the
+// instance itself. Each child exits with the number of the check that
+// failed.
+
+// poll() on the instance's number first.
+TEST_P(BridgeCorners, ForkedChildPollSeesTheInheritedKernelDescriptors) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support fork() in a threaded "
+                  "process whose child keeps running";
+#endif
+  int ep = Epoll();
+  int k = KEventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, k, EPOLLIN, 5), 0);
+  const Backend* b = &B();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    uint64_t one = 1;
+    if (::write(k, &one, 8) != 8) _exit(2);
+    pollfd p{ep, POLLIN, 0};
+    if (b->poll(&p, 1, 10000) != 1 || p.revents != POLLIN) _exit(3);
+    epoll_event ev{};
+    if (b->epoll_wait(ep, &ev, 1, 0) != 1 || ev.data.u64 != 5) _exit(4);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// The instance added to a new instance first: the new one's waiter wakes
+// for the inherited kernel descriptor below.
+TEST_P(BridgeCorners, ForkedChildNestsAnInheritedInstanceFirst) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support fork() in a threaded "
+                  "process whose child keeps running";
+#endif
+  int C = Epoll();
+  int k = KEventfd();
+  ASSERT_EQ(Ctl(C, EPOLL_CTL_ADD, k, EPOLLIN, 5), 0);
+  const Backend* b = &B();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int P = b->epoll_create1(0);
+    if (P < 0) _exit(2);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = 9;
+    if (b->epoll_ctl(P, EPOLL_CTL_ADD, C, &ev) != 0) _exit(3);
+    uint64_t one = 1;
+    if (::write(k, &one, 8) != 8) _exit(4);
+    if (b->epoll_wait(P, &ev, 1, 10000) != 1 || ev.data.u64 != 9) _exit(5);
+    if (b->epoll_wait(C, &ev, 1, 0) != 1 || ev.data.u64 != 5) _exit(6);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// A child that forks again before using the instance: the grandchild gets
+// the registrations (the copy still pending in the child is its source).
+TEST_P(BridgeCorners, ForkedGrandchildKeepsTheRegistrations) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support fork() in a threaded "
+                  "process whose child keeps running";
+#endif
+  int ep = Epoll();
+  int k = KEventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, k, EPOLLIN, 5), 0);
+  const Backend* b = &B();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    pid_t g = fork();
+    if (g < 0) _exit(2);
+    if (g == 0) {
+      uint64_t one = 1;
+      if (::write(k, &one, 8) != 8) _exit(3);
+      epoll_event ev{};
+      if (b->epoll_wait(ep, &ev, 1, 10000) != 1 || ev.data.u64 != 5) _exit(4);
+      _exit(0);
+    }
+    int st = 0;
+    if (waitpid(g, &st, 0) != g || !WIFEXITED(st)) _exit(5);
+    if (WEXITSTATUS(st) != 0) _exit(10 + WEXITSTATUS(st));
+    // And the child's own copy, made after its child's.
+    epoll_event ev{};
+    if (b->epoll_wait(ep, &ev, 1, 10000) != 1 || ev.data.u64 != 5) _exit(6);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// A child that closes uepoll's private descriptors (as closefrom() does)
+// and puts a file of its own at one of their numbers before its first call
+// on the instance: that file is neither closed nor read as the inherited
+// epoll (uepoll checks that its two copies of the inherited epoll still
+// name one file, and here they do not). What the kernel does differs past
+// that: its epoll is shared with the parent and keeps every registration,
+// where uepoll's copy, its source gone, has none (docs/semantics.md D12).
+TEST_P(BridgeCorners, ForkedChildThatReusesPrivateNumbersKeepsItsFile) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support fork() in a threaded "
+                  "process whose child keeps running";
+#endif
+  int ep = Epoll();
+  int k = KEventfd();
+  ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, k, EPOLLIN, 5), 0);
+  // A kernel epoll of the child's own, with a ready registration whose
+  // data no check expects.
+  int foreign = KEpoll();
+  int ready = KEventfd(1);
+  epoll_event fev{};
+  fev.events = EPOLLIN;
+  fev.data.u64 = 0xf0f0;
+  ASSERT_EQ(::epoll_ctl(foreign, EPOLL_CTL_ADD, ready, &fev), 0);
+  rlimit rl{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  int top = rl.rlim_cur < 1024 ? static_cast<int>(rl.rlim_cur) : 1024;
+  const Backend* b = &B();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Every open number of the private range, closed; the first of them
+    // (or the range's first) now names the foreign epoll.
+    int first = -1;
+    for (int n = top - 256; n < top; ++n) {
+      if (n == ep || n == k || n == foreign || n == ready) continue;
+      if (::fcntl(n, F_GETFD) >= 0) {
+        if (first < 0) first = n;
+        ::close(n);
+      }
+    }
+    if (first < 0) first = top - 256;
+    if (::dup2(foreign, first) != first) _exit(2);
+    uint64_t one = 1;
+    if (::write(k, &one, 8) != 8) _exit(3);
+    epoll_event ev[4]{};
+    int n = b->epoll_wait(ep, ev, 4, 100);
+    if (n < 0) _exit(4);
+    for (int i = 0; i < n; ++i) {
+      if (ev[i].data.u64 == 0xf0f0) _exit(5);
+    }
+    // The child's file is still open, and still the foreign epoll.
+    if (::fcntl(first, F_GETFD) < 0) _exit(6);
+    if (::epoll_wait(first, ev, 4, 0) != 1 || ev[0].data.u64 != 0xf0f0) {
+      _exit(7);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 // fork() while another thread sleeps in an instance's kernel half (it holds
 // a kernel descriptor): the child closes the instance's numbers, as a JVM's
 // child does with every descriptor before exec, and goes on. The sleeper
