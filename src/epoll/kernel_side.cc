@@ -91,7 +91,11 @@ int Eventpoll::DupKernelFileForFlight() { return khalf_.DupForFlight(); }
 int Eventpoll::KernelSleepFds(int out[2]) {
   if (!mixed_.load(std::memory_order_acquire)) return 0;
   // A sleep in poll() on the epoll is no operation of the kernel half's:
-  // a fork child's copy of the parent's registrations is made first.
+  // a fork child's copy of the parent's registrations is made first. A
+  // guard: the poll of the instance before any sleep asks the kernel half
+  // (KernelReady), an operation, which has made it already (the mutant
+  // that removes this call survives BridgeCorners.ForkedChildPollSees-
+  // TheInheritedKernelDescriptors).
   khalf_.CopyInheritedFirst();
   int k = khalf_.number();
   if (k < 0) return 0;
@@ -240,7 +244,10 @@ uint32_t Eventpoll::ChildEvents(const EpItem* epi) {
 int Eventpoll::AddChildLocked(EpItem* epi, Eventpoll* child) {
   if (FdTable::Get().mode() == FdMode::kDisjoint) return 0;
   // The child's kernel half reaches our waiters only through the kernel:
-  // a fork child's copy of its inherited registrations is made first.
+  // a fork child's copy of its inherited registrations is made first. A
+  // guard: the ADD polls the child first (KernelReady, an operation),
+  // which has made it already (BridgeCorners.ForkedChildNestsAnInherited-
+  // InstanceFirst passes without this call).
   child->khalf_.CopyInheritedFirst();
   uint32_t idx = children_.Add(epi);
   if (!idx) return -ENOMEM;
