@@ -93,9 +93,10 @@ int Eventpoll::KernelSleepFds(int out[2]) {
   // A sleep in poll() on the epoll is no operation of the kernel half's:
   // a fork child's copy of the parent's registrations is made first. A
   // guard: the poll of the instance before any sleep asks the kernel half
-  // (KernelReady), an operation, which has made it already (the mutant
-  // that removes this call survives BridgeCorners.ForkedChildPollSees-
-  // TheInheritedKernelDescriptors).
+  // (KernelReady), an operation, which has made it already (without this
+  // call,
+  // BridgeCorners.ForkedChildPollSeesTheInheritedKernelDescriptors
+  // passes).
   khalf_.CopyInheritedFirst();
   int k = khalf_.number();
   if (k < 0) return 0;
@@ -246,8 +247,8 @@ int Eventpoll::AddChildLocked(EpItem* epi, Eventpoll* child) {
   // The child's kernel half reaches our waiters only through the kernel:
   // a fork child's copy of its inherited registrations is made first. A
   // guard: the ADD polls the child first (KernelReady, an operation),
-  // which has made it already (BridgeCorners.ForkedChildNestsAnInherited-
-  // InstanceFirst passes without this call).
+  // which has made it already (without this call,
+  // BridgeCorners.ForkedChildNestsAnInheritedInstanceFirst passes).
   child->khalf_.CopyInheritedFirst();
   uint32_t idx = children_.Add(epi);
   if (!idx) return -ENOMEM;
