@@ -442,7 +442,7 @@ UEPOLL_FORK_PATH void Eventpoll::ForkChild() {
   // The instances, each once. On the stack while they are few: a malloc
   // here writes the arena's pages, each a copy-on-write fault in the child
   // (BENCHMARKS.md, "What a fork costs a process that holds the engine").
-  constexpr size_t kOnStack = 64;
+  constexpr size_t kOnStack = 16;  // 128 bytes: a deeper stack page is a fault
   Eventpoll* few[kOnStack];
   size_t nfew = 0;
   std::vector<Eventpoll*> many;

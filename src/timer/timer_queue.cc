@@ -477,7 +477,8 @@ int TimerQueue::CollectDueLocked(Due* batch) {
   return n;
 }
 
-void TimerQueue::PublishLocked() {
+// Beside the fork handlers: the child's handler calls it.
+UEPOLL_FORK_PATH void TimerQueue::PublishLocked() {
   int64_t earliest = kNsMax;
   int64_t mono_now = 0;
   for (int b = 0; b < kNumTimerBases; ++b) {
