@@ -1,4 +1,3 @@
-#include "base/fork_path.h"
 #include "base/parker.h"
 
 #include <errno.h>
@@ -16,6 +15,7 @@
 #include <cstdint>
 
 #include "base/cancellable.h"
+#include "base/fork_path.h"
 #include "base/mutex.h"
 #include "base/private_fd.h"
 #include "base/sys.h"

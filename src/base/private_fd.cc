@@ -64,8 +64,9 @@ int MovePrivateFd(int fd) {
 UEPOLL_FORK_PATH int DupPrivateFd(int fd) {
   int saved = errno;
   long lo = PrivateFloor();
-  int r = lo < 0 ? -1
-                 : sys::Fcntl(fd, F_DUPFD_CLOEXEC, static_cast<unsigned long>(lo));
+  int r = lo < 0
+              ? -1
+              : sys::Fcntl(fd, F_DUPFD_CLOEXEC, static_cast<unsigned long>(lo));
   if (r < 0) r = sys::Fcntl(fd, F_DUPFD_CLOEXEC, 0);
   errno = saved;
   return r;

@@ -29,8 +29,12 @@ std::atomic<uint64_t> g_loop_check_gen{1};
 // held (handlers run before glibc takes its own locks, so a nested ADD
 // that allocates finishes first).
 // Unchecked: atfork handlers lock in one function and unlock in another.
-UEPOLL_FORK_PATH void PrepareFork() NO_THREAD_SAFETY_ANALYSIS { g_nested.Lock(); }
-UEPOLL_FORK_PATH void AfterFork() NO_THREAD_SAFETY_ANALYSIS { g_nested.Unlock(); }
+UEPOLL_FORK_PATH void PrepareFork() NO_THREAD_SAFETY_ANALYSIS {
+  g_nested.Lock();
+}
+UEPOLL_FORK_PATH void AfterFork() NO_THREAD_SAFETY_ANALYSIS {
+  g_nested.Unlock();
+}
 [[maybe_unused]] const int g_atfork_registered =
     pthread_atfork(PrepareFork, AfterFork, AfterFork);
 

@@ -43,8 +43,12 @@ Mutex g_forward ACQUIRED_AFTER(g_session);
 ListNode g_forward_list GUARDED_BY(g_forward);
 
 // Unchecked: atfork handlers lock in one function and unlock in another.
-UEPOLL_FORK_PATH void ForwardPrepare() NO_THREAD_SAFETY_ANALYSIS { g_forward.Lock(); }
-UEPOLL_FORK_PATH void ForwardParent() NO_THREAD_SAFETY_ANALYSIS { g_forward.Unlock(); }
+UEPOLL_FORK_PATH void ForwardPrepare() NO_THREAD_SAFETY_ANALYSIS {
+  g_forward.Lock();
+}
+UEPOLL_FORK_PATH void ForwardParent() NO_THREAD_SAFETY_ANALYSIS {
+  g_forward.Unlock();
+}
 // The child's copies of shells are never used (the threads that held them
 // do not exist here), and their descriptors would keep the kernel objects
 // open in the child: close them while they are certainly still ours.

@@ -83,7 +83,6 @@ int WaitOn(int k, epoll_event* ev, int room, const timespec* timeout,
                 : sys::EpollPwait(k, ev, room, ms, mask);
 }
 
-
 // "/proc/self/fdinfo/<fd>" into out (40 bytes), without snprintf. The
 // prefix is stored as immediates (its bytes, little-endian): a string in
 // .rodata would be one more page for the child to fault in.
@@ -118,8 +117,8 @@ struct FdinfoItem {
 
 // At p (not past end): spaces, then `name`, then spaces, then a number in
 // base 10 or 16; advances p past it. False if any part is missing.
-UEPOLL_FORK_PATH bool ParseField(const char*& p, const char* end, const char* name, int base,
-                uint64_t* out) {
+UEPOLL_FORK_PATH bool ParseField(const char*& p, const char* end,
+                                 const char* name, int base, uint64_t* out) {
   while (p < end && *p == ' ') ++p;
   for (; *name != '\0'; ++name, ++p) {
     if (p == end || *p != *name) return false;
@@ -145,7 +144,8 @@ UEPOLL_FORK_PATH bool ParseField(const char*& p, const char* end, const char* na
 
 // "tfd: N events: X data: Y ..." (the rest of the line is ignored); false
 // for any other line (the header's pos, flags, mnt_id, ino).
-UEPOLL_FORK_PATH bool ParseFdinfoLine(const char* p, const char* end, FdinfoItem* it) {
+UEPOLL_FORK_PATH bool ParseFdinfoLine(const char* p, const char* end,
+                                      FdinfoItem* it) {
   uint64_t tfd, events, data;
   if (!ParseField(p, end, "tfd:", 10, &tfd) ||
       !ParseField(p, end, "events:", 16, &events) ||
@@ -163,7 +163,8 @@ UEPOLL_FORK_PATH bool ParseFdinfoLine(const char* p, const char* end, FdinfoItem
 // it->tfd still names the file registered there (a number closed and
 // reused while a dup kept the file alive names another file): the
 // kernel's own comparison, where the kernel has it.
-UEPOLL_FORK_PATH void CopyRegistration(pid_t self, int k, int nk, const FdinfoItem& it) {
+UEPOLL_FORK_PATH void CopyRegistration(pid_t self, int k, int nk,
+                                       const FdinfoItem& it) {
   struct kcmp_epoll_slot slot = {static_cast<__u32>(k),
                                  static_cast<__u32>(it.tfd), 0};
   long same = sys::Syscall(SYS_kcmp, self, self, KCMP_EPOLL_TFD, it.tfd,
