@@ -85,6 +85,12 @@
 //                                instance's own watchers (poll_wait_).
 //                > KernelHalf::kmu_  leaf: changes of the number the kernel
 //                                half is reached through (knum_)
+//                > KernelHalf::imu_  leaf, in a fork child only: the copy of
+//                                the inherited epoll's registrations at the
+//                                first operation (KernelHalf::Op), which may
+//                                run under any of the instance's locks. Its
+//                                system calls (/proc read, kcmp, epoll_ctl)
+//                                run under it once per instance per child.
 //                > WakeFd's mutex    leaf: making the wake eventfd
 //
 //   FdTable slots (core/)        no lock. A lookup is a borrow through the
