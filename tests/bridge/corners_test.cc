@@ -30,6 +30,21 @@ using Evs = std::vector<Ev>;
 
 class BridgeCorners : public BridgeTest {
  protected:
+  // Runs body in a fork child, which exits 0 if body returns; body exits
+  // with the number of the check that failed. Expects 0.
+  template <class F>
+  void InForkedChild(F body) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      body();
+      _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+  }
   // A number certainly not open in the process.
   int ClosedNumber() {
     int fd = ::dup(0);
@@ -274,9 +289,7 @@ TEST_P(BridgeCorners, ForkedChildKeepsTheEventsAndDataOfKernelDescriptors) {
   ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, lt, EPOLLIN, kLevel), 0);
   ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, et, EPOLLIN | EPOLLET, kEdge), 0);
   const Backend* b = &B();
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  InForkedChild([&] {
     uint64_t one = 1;
     if (::write(lt, &one, 8) != 8 || ::write(et, &one, 8) != 8) _exit(2);
     epoll_event ev[4]{};
@@ -292,12 +305,7 @@ TEST_P(BridgeCorners, ForkedChildKeepsTheEventsAndDataOfKernelDescriptors) {
     if (b->epoll_wait(ep, ev, 4, 0) != 1 || ev[0].data.u64 != kLevel) {
       _exit(6);
     }
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  });
 }
 
 // The copy of the kernel registrations is made at the child's first
@@ -316,21 +324,14 @@ TEST_P(BridgeCorners, ForkedChildPollSeesTheInheritedKernelDescriptors) {
   int k = KEventfd();
   ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, k, EPOLLIN, 5), 0);
   const Backend* b = &B();
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  InForkedChild([&] {
     uint64_t one = 1;
     if (::write(k, &one, 8) != 8) _exit(2);
     pollfd p{ep, POLLIN, 0};
     if (b->poll(&p, 1, 10000) != 1 || p.revents != POLLIN) _exit(3);
     epoll_event ev{};
     if (b->epoll_wait(ep, &ev, 1, 0) != 1 || ev.data.u64 != 5) _exit(4);
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  });
 }
 
 // The instance added to a new instance first: the new one's waiter wakes
@@ -344,9 +345,7 @@ TEST_P(BridgeCorners, ForkedChildNestsAnInheritedInstanceFirst) {
   int k = KEventfd();
   ASSERT_EQ(Ctl(C, EPOLL_CTL_ADD, k, EPOLLIN, 5), 0);
   const Backend* b = &B();
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  InForkedChild([&] {
     int P = b->epoll_create1(0);
     if (P < 0) _exit(2);
     epoll_event ev{};
@@ -357,12 +356,7 @@ TEST_P(BridgeCorners, ForkedChildNestsAnInheritedInstanceFirst) {
     if (::write(k, &one, 8) != 8) _exit(4);
     if (b->epoll_wait(P, &ev, 1, 10000) != 1 || ev.data.u64 != 9) _exit(5);
     if (b->epoll_wait(C, &ev, 1, 0) != 1 || ev.data.u64 != 5) _exit(6);
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  });
 }
 
 // A child that forks again before using the instance: the grandchild gets
@@ -376,9 +370,7 @@ TEST_P(BridgeCorners, ForkedGrandchildKeepsTheRegistrations) {
   int k = KEventfd();
   ASSERT_EQ(Ctl(ep, EPOLL_CTL_ADD, k, EPOLLIN, 5), 0);
   const Backend* b = &B();
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  InForkedChild([&] {
     pid_t g = fork();
     if (g < 0) _exit(2);
     if (g == 0) {
@@ -394,12 +386,7 @@ TEST_P(BridgeCorners, ForkedGrandchildKeepsTheRegistrations) {
     // And the child's own copy, made after its child's.
     epoll_event ev{};
     if (b->epoll_wait(ep, &ev, 1, 10000) != 1 || ev.data.u64 != 5) _exit(6);
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  });
 }
 
 // A child that closes uepoll's private descriptors (as closefrom() does)
@@ -429,9 +416,7 @@ TEST_P(BridgeCorners, ForkedChildThatReusesPrivateNumbersKeepsItsFile) {
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
   int top = rl.rlim_cur < 1024 ? static_cast<int>(rl.rlim_cur) : 1024;
   const Backend* b = &B();
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  InForkedChild([&] {
     // Every open number of the private range, closed; the first of them
     // (or the range's first) now names the foreign epoll.
     int first = -1;
@@ -457,12 +442,7 @@ TEST_P(BridgeCorners, ForkedChildThatReusesPrivateNumbersKeepsItsFile) {
     if (::epoll_wait(first, ev, 4, 0) != 1 || ev[0].data.u64 != 0xf0f0) {
       _exit(7);
     }
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  });
 }
 
 // fork() while another thread sleeps in an instance's kernel half (it holds
