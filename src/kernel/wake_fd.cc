@@ -21,10 +21,14 @@ struct State {
   std::atomic<uint64_t> word{uint64_t{0xffffffffu}};
 };
 
-State& S() {
-  static State* s = new State;  // never destroyed
-  return *s;
-}
+// Constant-initialized: no guard, no allocation. A fork child of a process
+// that never made its eventfd then finds nothing to do (ForkChild), where a
+// lazily allocated state would be made, in the child's copy of the heap, by
+// every child (each page it touches a copy-on-write fault). Trivially
+// destructible, so nothing runs at exit.
+constinit State g_state;
+
+State& S() { return g_state; }
 
 WakeFd::Handle Unpack(uint64_t w) {
   WakeFd::Handle h;
@@ -68,12 +72,15 @@ void WakeFd::Lost(Handle h) {
 UEPOLL_FORK_PATH void WakeFd::ForkChild() {
   State& s = S();
   Handle h = Unpack(s.word.load(std::memory_order_relaxed));
-  // The forking thread is the only one: the mutex cannot be held by a
-  // thread of the child unless the fork came from inside Get(), which
-  // calls no fork. Still ours here: no application code has run.
-  if (h.fd >= 0) sys::Close(h.fd);
-  s.word.store(Pack(-1, h.gen), std::memory_order_relaxed);
-  new (&s.mu) Mutex();
+  // Still ours here: no application code has run. Written only where it
+  // changes (a write is a copy-on-write fault in the child).
+  if (h.fd >= 0) {
+    sys::Close(h.fd);
+    s.word.store(Pack(-1, h.gen), std::memory_order_relaxed);
+  }
+  // The forking thread is the only one: a thread of the parent inside
+  // Get() at the fork left the mutex held, with nobody to release it.
+  if (s.mu.HeldAtFork()) new (&s.mu) Mutex();
 }
 
 }  // namespace uepoll::impl
