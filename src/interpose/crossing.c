@@ -33,6 +33,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,35 @@ NEXT(pipe2_fn, pipe2)
 NEXT(read_fn, read)
 NEXT(close_fn, close)
 
+/* The calls a fork child makes on its way to an exec, looked up in the
+ * parent before it forks. A lookup (dlsym) made in the child is made again
+ * by every child, since its result stays in the child's copy of the
+ * pointer: a server that forks a CGI child per request would pay, per
+ * request, the page faults of running the dynamic loader's lookup code
+ * and of writing the pointer's page (BENCHMARKS.md, "What a fork child
+ * pays on its way to exec"). Once per process: the pointers then stay
+ * set, in the parent and in every later child. */
+static atomic_int g_child_calls_ready;
+
+static void ResolveChildCalls(void) {
+  if (atomic_load_explicit(&g_child_calls_ready, memory_order_acquire)) return;
+  (void)Next_execve();
+  (void)Next_execvp();
+  (void)Next_execvpe();
+  (void)Next_fexecve();
+  (void)Next_execveat();
+  (void)Next_posix_spawn();
+  (void)Next_posix_spawnp();
+  (void)Next_posix_spawn_file_actions_adddup2();
+  (void)Next_system();
+  (void)Next_popen();
+  (void)Next_pipe2();
+  (void)Next_read();
+  (void)Next_close();
+  (void)Next__Fork();
+  atomic_store_explicit(&g_child_calls_ready, 1, memory_order_release);
+}
+
 /* Whether what crosses is shared: the fork mode the engine was given when
  * it came into the process (engine.c), and nothing to share before. */
 static int Sharing(void) {
@@ -112,6 +142,7 @@ static void ExportInheritable(void) {
  * (the library's own prepare handler then finds nothing left to do), so
  * that no handler's lock is held while objects convert. */
 EXPORT pid_t fork(void) {
+  ResolveChildCalls();
   if (Sharing()) {
     int saved = errno;
     Engine()->uepoll_export_all(0);
@@ -121,6 +152,7 @@ EXPORT pid_t fork(void) {
 }
 
 EXPORT pid_t _Fork(void) {
+  ResolveChildCalls();
   if (Sharing()) {
     int saved = errno;
     Engine()->uepoll_export_all(0);

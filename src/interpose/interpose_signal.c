@@ -52,10 +52,18 @@ static sighandler_t Install(int sig, sighandler_t handler, int flags,
     errno = EINVAL;
     return SIG_ERR;
   }
+  /* The mask is empty from the initializer, and sig's bit is set by hand:
+   * no call through this library's lazily bound PLT, whose first use in a
+   * fork child (a server resetting its handlers before an exec) would run
+   * the dynamic loader's lookup there, in every child (crossing.c). The
+   * bit is glibc's layout: signal n is bit n - 1 of __val. */
   struct sigaction act = {0}, old;
   act.sa_handler = handler;
-  sigemptyset(&act.sa_mask);
-  if (block_self) sigaddset(&act.sa_mask, sig);
+  if (block_self) {
+    const unsigned bits = 8 * sizeof act.sa_mask.__val[0];
+    act.sa_mask.__val[(unsigned)(sig - 1) / bits] |=
+        1UL << ((unsigned)(sig - 1) % bits);
+  }
   act.sa_flags = flags;
   if (Sigaction(sig, &act, &old) != 0) return SIG_ERR;
   return old.sa_handler;

@@ -385,6 +385,32 @@ static void SelfPipeHandler(void) {
   close(efd);
 }
 
+/* signal and bsd_signal install with glibc's BSD semantics (the signal
+ * blocked in its handler, SA_RESTART), sysv_signal with System V's (reset
+ * on delivery, not blocked): the interposer builds these actions itself
+ * (interpose/interpose_signal.c), so the mask and flags it writes are
+ * read back, for a low and the highest signal. */
+static void OnAny(int sig) { (void)sig; }
+static void SignalForms(void) {
+  const int sigs[] = {SIGUSR2, SIGRTMAX};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; ++i) {
+    int sig = sigs[i];
+    struct sigaction old;
+    CHECK(signal(sig, OnAny) != SIG_ERR);
+    CHECK(sigaction(sig, NULL, &old) == 0 && old.sa_handler == OnAny);
+    CHECK(sigismember(&old.sa_mask, sig) == 1);
+    CHECK(sigismember(&old.sa_mask, sig == SIGUSR2 ? SIGUSR1 : sig - 1) == 0);
+    CHECK((old.sa_flags & SA_RESTART) && !(old.sa_flags & SA_RESETHAND));
+    CHECK(sysv_signal(sig, OnAny) == OnAny);
+    CHECK(sigaction(sig, NULL, &old) == 0 && old.sa_handler == OnAny);
+    CHECK(sigismember(&old.sa_mask, sig) == 0);
+    CHECK((old.sa_flags & SA_RESETHAND) && (old.sa_flags & SA_NODEFER) &&
+          !(old.sa_flags & SA_RESTART));
+    CHECK(signal(sig, SIG_DFL) == OnAny);
+    CHECK(signal(0, OnAny) == SIG_ERR && errno == EINVAL);
+  }
+}
+
 static void Batches(void) {
   /* Stream pairs are uepoll's under the interposer; a datagram pair is
    * the kernel's in every mode. */
@@ -508,6 +534,7 @@ int main(int argc, char **argv) {
   CloseRanges();
   Batches();
   StaleNumber();
+  SignalForms();
   SelfPipeHandler();
   printf("calls (%s): %s\n", argv[1] ? argv[1] : "?",
          failures ? "FAILED" : "passed");
