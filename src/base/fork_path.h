@@ -15,4 +15,14 @@
 
 #define UEPOLL_FORK_PATH __attribute__((section(".text.hot.uepoll_fork")))
 
+// UEPOLL_FORK_DATA: marks a variable that the handlers write at every fork
+// (the locks the prepare handlers take, the lists the child handlers
+// reset). fork() makes every writable page copy-on-write, so each page
+// such a write lands on is a fault in the parent (its handlers' unlock)
+// and another in the child: spread over the .bss of a dozen files they
+// took one page each. In .data, which holds little else in this library,
+// they share one or two. Such a variable must be constant-initialized
+// (constinit), or its constructor would run at load time like any other.
+#define UEPOLL_FORK_DATA __attribute__((section(".data.uepoll_fork")))
+
 #endif  // UEPOLL_SRC_BASE_FORK_PATH_H_

@@ -41,7 +41,10 @@ struct ParkerRegistry {
   bool child_pending GUARDED_BY(mu) = false;
 
   static ParkerRegistry& Get() {
-    // Never destroyed: threads may exit after static destructors ran.
+    // The atfork handlers are registered at the first use. The registry
+    // itself is a constant-initialized static, trivially destructible (so
+    // still there for threads that exit after static destructors ran),
+    // among the other data the handlers write (base/fork_path.h).
     static ParkerRegistry* r = Init();
     return *r;
   }
@@ -129,10 +132,12 @@ const timespec* SleepTimeout(const Deadline& deadline, timespec* ts) {
   return deadline.RemainingTimespec(ts);
 }
 
+UEPOLL_FORK_DATA constinit ParkerRegistry g_registry;
+
 }  // namespace
 
 ParkerRegistry* ParkerRegistry::Init() {
-  auto* r = new ParkerRegistry;
+  ParkerRegistry* r = &g_registry;
   pthread_atfork(Prepare, Parent, Child);
   made.store(r, std::memory_order_release);
   return r;

@@ -9,7 +9,7 @@
 
 namespace uepoll::impl {
 
-Mutex g_nested;
+UEPOLL_FORK_DATA constinit Mutex g_nested;
 
 namespace {
 

@@ -35,12 +35,12 @@
 namespace uepoll::impl {
 namespace {
 
-Mutex g_session;
+UEPOLL_FORK_DATA constinit Mutex g_session;
 
 // ---- forward descriptors and fork() ----
 
-Mutex g_forward ACQUIRED_AFTER(g_session);
-ListNode g_forward_list GUARDED_BY(g_forward);
+UEPOLL_FORK_DATA constinit Mutex g_forward ACQUIRED_AFTER(g_session);
+UEPOLL_FORK_DATA constinit ListNode g_forward_list GUARDED_BY(g_forward);
 
 // Unchecked: atfork handlers lock in one function and unlock in another.
 UEPOLL_FORK_PATH void ForwardPrepare() NO_THREAD_SAFETY_ANALYSIS {

@@ -26,7 +26,7 @@ struct State {
 // lazily allocated state would be made, in the child's copy of the heap, by
 // every child (each page it touches a copy-on-write fault). Trivially
 // destructible, so nothing runs at exit.
-constinit State g_state;
+UEPOLL_FORK_DATA constinit State g_state;
 
 State& S() { return g_state; }
 

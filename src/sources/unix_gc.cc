@@ -15,7 +15,7 @@ namespace uepoll::impl::UnixGc {
 namespace {
 
 // The books (see unix_gc.h); innermost.
-Mutex g_mu;
+UEPOLL_FORK_DATA constinit Mutex g_mu;
 ListNode g_inflight GUARDED_BY(g_mu);  // GcLink::node of sockets in flight
 // Sum of every socket's inflight count (a hint for AnyInFlight).
 std::atomic<long> g_total{0};

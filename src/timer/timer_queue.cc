@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 
 #include <cassert>
+#include <new>
 
 #include "base/alloc.h"
 #include "base/fork_path.h"
@@ -16,8 +17,13 @@ namespace uepoll::impl {
 // Beside the fork handlers: the child's handler calls it.
 UEPOLL_FORK_PATH TimerQueue& TimerQueue::Get() {
   // Never destroyed: the detached timer thread may still run while static
-  // destructors do at exit.
-  static TimerQueue* q = new TimerQueue();
+  // destructors do at exit. Its storage is static, among the other data
+  // the fork handlers write (base/fork_path.h: on the heap it was a page
+  // of its own, copied at every fork by the parent and by the child),
+  // and on cache lines of its own.
+  alignas(64) UEPOLL_FORK_DATA static unsigned char
+      storage[(sizeof(TimerQueue) + 63) / 64 * 64];
+  static TimerQueue* q = new (storage) TimerQueue();
   return *q;
 }
 
