@@ -15,14 +15,19 @@
 
 #define UEPOLL_FORK_PATH __attribute__((section(".text.hot.uepoll_fork")))
 
-// UEPOLL_FORK_DATA: marks a variable that the handlers write at every fork
-// (the locks the prepare handlers take, the lists the child handlers
-// reset). fork() makes every writable page copy-on-write, so each page
-// such a write lands on is a fault in the parent (its handlers' unlock)
-// and another in the child: spread over the .bss of a dozen files they
-// took one page each. In .data, which holds little else in this library,
-// they share one or two. Such a variable must be constant-initialized
-// (constinit), or its constructor would run at load time like any other.
+// UEPOLL_FORK_DATA: marks a variable that the handlers of every process
+// with the engine write at every fork (the locks their prepare handlers
+// take, the lists their child handlers reset; the clock-set detector's,
+// made only for a cancel-on-set timer, stays on the heap). fork() makes
+// every writable page copy-on-write, so each page such a write lands on
+// is a fault in the parent (its handlers' unlock) and another in the
+// child: spread over the .bss of a dozen files and the heap they took one
+// page each. In .data, which holds little else in this library, they
+// share one or two. Such a variable must be constant-initialized
+// (constinit): it may be used before any dynamic initializer of its file
+// has run (another library's constructor, a fork during start-up), and
+// after static destructors (it is never destroyed). A GCC ASan build
+// gives variables in a named section no redzones; clang's does.
 #define UEPOLL_FORK_DATA __attribute__((section(".data.uepoll_fork")))
 
 #endif  // UEPOLL_SRC_BASE_FORK_PATH_H_

@@ -47,15 +47,18 @@
 #define EXPORT __attribute__((visibility("default")))
 
 /* libc's definition of name, looked up on first use (these calls are not
- * in base/libc_calls.h: the engine never makes them). */
-#define NEXT(type, name)                                  \
-  static type Next_##name(void) {                         \
-    static type fn;                                       \
-    if (!fn) {                                            \
-      void *p = dlsym(RTLD_NEXT, #name);                  \
-      memcpy(&fn, &p, sizeof p); /* POSIX's dlsym rule */ \
-    }                                                     \
-    return fn;                                            \
+ * in base/libc_calls.h: the engine never makes them). Two threads may look
+ * it up at once: each stores the same pointer, atomically. */
+#define NEXT(type, name)                                 \
+  static type Next_##name(void) {                        \
+    static type fn;                                      \
+    type f = __atomic_load_n(&fn, __ATOMIC_RELAXED);     \
+    if (!f) {                                            \
+      void *p = dlsym(RTLD_NEXT, #name);                 \
+      memcpy(&f, &p, sizeof p); /* POSIX's dlsym rule */ \
+      __atomic_store_n(&fn, f, __ATOMIC_RELAXED);        \
+    }                                                    \
+    return f;                                            \
   }
 
 typedef pid_t (*fork_fn)(void);
@@ -104,6 +107,7 @@ static atomic_int g_child_calls_ready;
 
 static void ResolveChildCalls(void) {
   if (atomic_load_explicit(&g_child_calls_ready, memory_order_acquire)) return;
+  int saved = errno; /* dlsym does not promise to leave it */
   (void)Next_execve();
   (void)Next_execvp();
   (void)Next_execvpe();
@@ -119,6 +123,7 @@ static void ResolveChildCalls(void) {
   (void)Next_close();
   (void)Next__Fork();
   atomic_store_explicit(&g_child_calls_ready, 1, memory_order_release);
+  errno = saved;
 }
 
 /* Whether what crosses is shared: the fork mode the engine was given when
@@ -151,8 +156,9 @@ EXPORT pid_t fork(void) {
   return Next_fork()();
 }
 
+/* _Fork is the fork a signal handler may call: no lookups beyond its own
+ * (ResolveChildCalls' dlsym is not async-signal-safe). */
 EXPORT pid_t _Fork(void) {
-  ResolveChildCalls();
   if (Sharing()) {
     int saved = errno;
     Engine()->uepoll_export_all(0);
@@ -168,6 +174,7 @@ EXPORT pid_t vfork(void) {
   int p[2];
   int saved = errno;
   if (Next_pipe2()(p, O_CLOEXEC) != 0) {
+    ResolveChildCalls();
     errno = saved;
     return Next_fork()();
   }

@@ -23,6 +23,7 @@ UEPOLL_FORK_PATH TimerQueue& TimerQueue::Get() {
   // and on cache lines of its own.
   alignas(64) UEPOLL_FORK_DATA static unsigned char
       storage[(sizeof(TimerQueue) + 63) / 64 * 64];
+  static_assert(alignof(TimerQueue) <= 64);
   static TimerQueue* q = new (storage) TimerQueue();
   return *q;
 }
