@@ -36,6 +36,9 @@ inline void* Allocate(size_t n) noexcept {
   return ::operator new(n, std::nothrow);
 }
 inline void Deallocate(void* p) noexcept {
+  // Nothing to free calls nothing: operator delete and free are two more
+  // code pages for a fork child on its way to exec (ExportAll's session).
+  if (p == nullptr) return;
   if (HandlerArena::Owns(p)) [[unlikely]] {
     HandlerArena::Free(p);
     return;

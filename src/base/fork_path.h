@@ -1,6 +1,7 @@
 // UEPOLL_FORK_PATH: marks a function that runs at every fork() (the
-// pthread_atfork handlers and what they call), so that the linker places
-// them together.
+// pthread_atfork handlers and what they call), or that a server's fork
+// child calls on its way to exec (close, dup2, sigaction, and the export
+// before an exec), so that the linker places them together.
 //
 // A fork child gets none of a library's code mapped: each 64 KiB window
 // of it that the child runs is a page fault, some 30-50 us each on a

@@ -5,6 +5,7 @@
 
 #include <uepoll/uepoll.h>
 
+#include "base/fork_path.h"
 #include "capi/errors.h"
 #include "kernel/export.h"
 
@@ -14,7 +15,7 @@ extern "C" {
 
 int uepoll_export_fd(int fd) { return ToErrno(uepoll::impl::ExportFd(fd)); }
 
-int uepoll_export_all(int flags) {
+UEPOLL_FORK_PATH int uepoll_export_all(int flags) {
   if (flags & ~UEPOLL_EXPORT_INHERITABLE) return ToErrno(-EINVAL);
   return ToErrno(
       uepoll::impl::ExportAll((flags & UEPOLL_EXPORT_INHERITABLE) != 0));
@@ -24,6 +25,6 @@ int uepoll_set_fork_mode(int mode) {
   return ToErrno(uepoll::impl::SetForkMode(mode));
 }
 
-int uepoll_get_fork_mode(void) { return uepoll::impl::GetForkMode(); }
+UEPOLL_FORK_PATH int uepoll_get_fork_mode(void) { return uepoll::impl::GetForkMode(); }
 
 }  // extern "C"

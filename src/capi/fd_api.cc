@@ -7,6 +7,7 @@
 
 #include <uepoll/uepoll.h>
 
+#include "base/fork_path.h"
 #include "base/sys.h"
 #include "capi/errors.h"
 #include "capi/interpose_hooks.h"
@@ -136,7 +137,7 @@ void uepoll_forget_orphan(int fd) {
   errno = saved;
 }
 
-int uepoll_close(int fd) {
+UEPOLL_FORK_PATH int uepoll_close(int fd) {
   int r = FdTable::Get().Close(fd);
   if (r == -EBADF) return sys::Close(fd);
   // The number may have held the last reference to a cycle of sockets in
@@ -155,13 +156,13 @@ int uepoll_dup(int oldfd) {
   return ToErrno(t.Dup(oldfd, 0, false));
 }
 
-int uepoll_dup2(int oldfd, int newfd) {
+UEPOLL_FORK_PATH int uepoll_dup2(int oldfd, int newfd) {
   int r = FdTable::Get().Dup3(oldfd, newfd, 0, /*is_dup2=*/true);
   uepoll::impl::UnixGc::MaybeCollect();  // newfd's old file, as close
   return ToErrno(r);
 }
 
-int uepoll_dup3(int oldfd, int newfd, int flags) {
+UEPOLL_FORK_PATH int uepoll_dup3(int oldfd, int newfd, int flags) {
   int r = FdTable::Get().Dup3(oldfd, newfd, flags, /*is_dup2=*/false);
   uepoll::impl::UnixGc::MaybeCollect();
   return ToErrno(r);

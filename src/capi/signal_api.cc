@@ -14,6 +14,7 @@
 
 #include <uepoll/uepoll.h>
 
+#include "base/fork_path.h"
 #include "base/mutex.h"
 #include "base/signal_defer.h"
 #include "base/sys.h"
@@ -116,8 +117,9 @@ bool IsTrampoline(const struct sigaction& a) {
 
 using namespace uepoll::impl;
 
-extern "C" int uepoll_sigaction(int sig, const struct sigaction* act,
-                                struct sigaction* oldact) {
+extern "C" UEPOLL_FORK_PATH int uepoll_sigaction(int sig,
+                                                 const struct sigaction* act,
+                                                 struct sigaction* oldact) {
   if (!Deferrable(sig)) return sys::Sigaction(sig, act, oldact);
   MutexLock l(g_mu);
   struct sigaction cur;

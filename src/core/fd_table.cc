@@ -186,7 +186,7 @@ FileBorrow FdTable::BorrowHeld(Chunk* c, long i) {
   return FileBorrow(FileRef(f));
 }
 
-FileRef FdTable::Lookup(int fd) {
+UEPOLL_FORK_PATH FileRef FdTable::Lookup(int fd) {
   FileBorrow b = Borrow(fd);
   if (!b) return {};
   b->Ref();  // safe: the borrow keeps the slot's reference alive
@@ -380,11 +380,15 @@ bool FdTable::WaitUnchanged(int fd) {
   return true;
 }
 
-int FdTable::Close(int fd) {
+UEPOLL_FORK_PATH int FdTable::Close(int fd) {
   long idx = Index(fd);
   if (idx < 0) return -EBADF;
   std::atomic<uint64_t>* s = Slot(idx, false);
   if (!s) return -EBADF;
+  // A number the table does not hold (the kernel's), with no close or
+  // dup2 of it finishing: nothing to serialize with, and no write, which
+  // in a fork child would copy the table's page.
+  if (IsFree(s->load(std::memory_order_seq_cst))) return -EBADF;
   uint64_t w = AcquireBusy(s);
   File* f = FileOf(w);
   if (!f) {
@@ -465,7 +469,8 @@ int FdTable::SetKernelFile(int fd, File* f, int src) {
   return r;
 }
 
-int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
+UEPOLL_FORK_PATH int FdTable::Dup3(int oldfd, int newfd, int flags,
+                                   bool is_dup2) {
   if (!is_dup2 && (flags & ~O_CLOEXEC)) return -EINVAL;
   if (!is_dup2 && oldfd == newfd) return -EINVAL;
   bool cloexec = flags & O_CLOEXEC;
@@ -479,7 +484,7 @@ int FdTable::Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
 
   if (!f) {
     // oldfd is the kernel's (or nothing: the kernel says EBADF).
-    if (!s) return kernel_dup();
+    if (!s || IsFree(s->load(std::memory_order_seq_cst))) return kernel_dup();
     uint64_t w = AcquireBusy(s);
     File* old = FileOf(w);
     if (old && mode() == FdMode::kKernel) {

@@ -283,6 +283,8 @@ class FdTable {
   static File* FileOf(uint64_t w) {
     return reinterpret_cast<File*>(static_cast<uintptr_t>(w & kPtrMask));
   }
+  // Holds no file, and no close or dup2 of the number is finishing.
+  static bool IsFree(uint64_t w) { return !FileOf(w) && !(w & kBusyBit); }
   static uint64_t Word(File* f, bool cloexec) {
     return reinterpret_cast<uintptr_t>(f) | (cloexec ? kCloexecBit : 0);
   }

@@ -319,7 +319,7 @@ int ExportFd(int fd) {
   return s.Commit();
 }
 
-int ExportAll(bool inheritable_only) {
+UEPOLL_FORK_PATH int ExportAll(bool inheritable_only) {
   FdTable& t = FdTable::Get();
   if (t.mode() != FdMode::kKernel) return 0;
   MutexLock l(g_session);
@@ -387,7 +387,7 @@ int SetForkMode(int mode) {
   return 0;
 }
 
-int GetForkMode() { return g_fork_mode.load(std::memory_order_acquire); }
+UEPOLL_FORK_PATH int GetForkMode() { return g_fork_mode.load(std::memory_order_acquire); }
 
 int KernelPipe2(int k[2], int flags) {
   const uepoll_libc_calls* next = sys::Next();

@@ -122,7 +122,7 @@ void Request() {
   if (AnyInFlight()) t_requested = true;
 }
 
-void MaybeCollect() {
+UEPOLL_FORK_PATH void MaybeCollect() {
   if (!t_requested) return;
   t_requested = false;
   Collect();

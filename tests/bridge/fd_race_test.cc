@@ -372,6 +372,67 @@ TEST_P(BridgeFdRace, ANumberReopenedOnAnotherThreadNamesTheNewObjectOnly) {
   RecordProperty("probes", static_cast<int>(probes.load()));
 }
 
+// Two threads close one number at once: one close succeeds and the other
+// fails EBADF, as the kernel serializes them, and nothing is left at the
+// number. A close that took the number for free while the other was still
+// closing its kernel side would close that kernel file itself, and both
+// would succeed (FdTable::Close reads the slot first, and goes on without
+// a write only when no close or dup2 of the number is finishing).
+TEST_P(BridgeFdRace, TwoClosesOfOneNumberSucceedOnce) {
+  constexpr long kRounds = 20000;
+  const Backend* b = &B();
+  std::atomic<int> number{-1};
+  std::atomic<long> go{0};    // the round the closers may run
+  std::atomic<int> ready{0};  // closers waiting for it
+  std::atomic<int> done{0};   // closers finished with it
+  std::atomic<bool> quit{false};
+  int result[2] = {0, 0};
+  int error[2] = {0, 0};
+  auto closer = [&](int me) {
+    for (long round = 1;; ++round) {
+      ready.fetch_add(1, std::memory_order_acq_rel);
+      while (go.load(std::memory_order_acquire) < round) {
+        if (quit.load(std::memory_order_acquire)) return;
+        std::this_thread::yield();
+      }
+      errno = 0;
+      result[me] = RacingClose(*b, number.load(std::memory_order_acquire));
+      error[me] = errno;
+      done.fetch_add(1, std::memory_order_acq_rel);
+    }
+  };
+  std::thread c0(closer, 0), c1(closer, 1);
+  long both = 0, neither = 0, wrong_errno = 0, left_open = 0;
+  for (long round = 1; round <= kRounds; ++round) {
+    int n = b->eventfd(0, 0);
+    ASSERT_GE(n, 0);
+    number.store(n, std::memory_order_release);
+    // Both closers are waiting: start them together.
+    while (ready.load(std::memory_order_acquire) < 2) std::this_thread::yield();
+    ready.store(0, std::memory_order_relaxed);
+    done.store(0, std::memory_order_relaxed);
+    go.store(round, std::memory_order_release);
+    while (done.load(std::memory_order_acquire) < 2) std::this_thread::yield();
+    int ok = (result[0] == 0) + (result[1] == 0);
+    if (ok == 2) ++both;
+    if (ok == 0) ++neither;
+    for (int i = 0; i < 2; ++i) {
+      if (result[i] != 0 && error[i] != EBADF) ++wrong_errno;
+    }
+    if (b->fcntl(n, F_GETFD, 0) >= 0) {
+      ++left_open;
+      b->close(n);
+    }
+  }
+  quit.store(true, std::memory_order_release);
+  c0.join();
+  c1.join();
+  EXPECT_EQ(both, 0) << "rounds where both closes succeeded";
+  EXPECT_EQ(neither, 0) << "rounds where neither close succeeded";
+  EXPECT_EQ(wrong_errno, 0) << "failed closes not EBADF";
+  EXPECT_EQ(left_open, 0) << "rounds that left the number open";
+}
+
 #ifdef UEPOLL_FD_RACE_DISJOINT
 INSTANTIATE_TEST_SUITE_P(Backends, BridgeFdRace,
                          ::testing::Values(&UepollBackend()),
