@@ -48,20 +48,40 @@ const struct uepoll_engine_calls *_Atomic uepoll_interpose_g_engine;
  * calls. Without it, a sigaction racing the pass could be overwritten by
  * it, or hand the engine's trampoline back as the old action, which
  * installed again would call itself. */
-static atomic_flag g_handlers_lock = ATOMIC_FLAG_INIT;
+static atomic_int g_handlers_lock;
+
+/* The two locks of this file are spin locks, held only across a few
+ * calls or a copy. A fork child frees one that another thread of its
+ * parent held by reading it, and writes it only if it was held
+ * (ForkChild). A pthread mutex had to be initialized again in every
+ * child: a call the parent never made, so the child bound it (the
+ * loader's lookup) before its exec, 15 of the 29 page faults such a child
+ * took (BENCHMARKS.md, "A fork child's calls, and what they write"). */
+static void SpinLock(atomic_int *lock) {
+  while (atomic_exchange_explicit(lock, 1, memory_order_acquire)) {
+    sched_yield();
+  }
+}
+
+static void SpinUnlock(atomic_int *lock) {
+  atomic_store_explicit(lock, 0, memory_order_release);
+}
+
+static void FreeInChild(atomic_int *lock) {
+  if (atomic_load_explicit(lock, memory_order_relaxed)) {
+    atomic_store_explicit(lock, 0, memory_order_relaxed);
+  }
+}
 
 void uepoll_interpose_lock_handlers(sigset_t *saved) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, saved);
-  while (atomic_flag_test_and_set_explicit(&g_handlers_lock,
-                                           memory_order_acquire)) {
-    sched_yield();
-  }
+  SpinLock(&g_handlers_lock);
 }
 
 void uepoll_interpose_unlock_handlers(const sigset_t *saved) {
-  atomic_flag_clear_explicit(&g_handlers_lock, memory_order_release);
+  SpinUnlock(&g_handlers_lock);
   pthread_sigmask(SIG_SETMASK, saved, NULL);
 }
 
@@ -122,9 +142,9 @@ EXPORT void uepoll_interpose_attach(const struct uepoll_engine_calls *e) {
  * past its list of initializers (a crash in glibc 2.36's _dl_init, seen
  * with tests/interpose/early_main.c). The constructor makes such an early
  * engine global (InterposerInit). */
-static pthread_mutex_t g_load_mu = PTHREAD_MUTEX_INITIALIZER;
-static int g_constructed;       /* guarded by g_load_mu */
-static char g_local_path[4096]; /* guarded by g_load_mu: "" unless local */
+static atomic_int g_load_lock;
+static int g_constructed;       /* guarded by g_load_lock */
+static char g_local_path[4096]; /* guarded by g_load_lock: "" unless local */
 
 /* No lock is held across dlopen: the loader holds its own lock while it
  * runs constructors, and a library's constructor on another thread may
@@ -132,14 +152,14 @@ static char g_local_path[4096]; /* guarded by g_load_mu: "" unless local */
  * both open the engine get the one copy (dlopen counts references), and
  * the first attach wins. */
 static void *OpenEngine(void) {
-  pthread_mutex_lock(&g_load_mu);
+  SpinLock(&g_load_lock);
   int early = !g_constructed;
-  pthread_mutex_unlock(&g_load_mu);
+  SpinUnlock(&g_load_lock);
   int mode = RTLD_NOW | (early ? RTLD_LOCAL : RTLD_GLOBAL);
   char path[sizeof g_local_path] = UEPOLL_ENGINE_SONAME;
   void *handle = NULL;
   Dl_info self;
-  if (dladdr(&g_load_mu, &self) && self.dli_fname != NULL) {
+  if (dladdr(&g_load_lock, &self) && self.dli_fname != NULL) {
     const char *slash = strrchr(self.dli_fname, '/');
     if (slash != NULL) {
       int n =
@@ -154,10 +174,10 @@ static void *OpenEngine(void) {
   }
   if (handle != NULL && early) {
     /* Made global by the constructor, or here if it ran meanwhile. */
-    pthread_mutex_lock(&g_load_mu);
+    SpinLock(&g_load_lock);
     int promote_now = g_constructed;
     if (!promote_now) memcpy(g_local_path, path, sizeof path);
-    pthread_mutex_unlock(&g_load_mu);
+    SpinUnlock(&g_load_lock);
     if (promote_now) (void)dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
   }
   return handle;
@@ -175,12 +195,14 @@ static atomic_int g_load_failed;
  * wrapped stays wrapped: the engine's code is mapped). */
 static void ForkChild(void) {
   if (Engine() != NULL) return;
-  atomic_flag_clear_explicit(&g_handlers_lock, memory_order_relaxed);
+  /* Reads first, and no call: a child on its way to exec then copies no
+   * page of this library's data and binds no symbol. */
+  FreeInChild(&g_handlers_lock);
+  FreeInChild(&g_load_lock);
   if (atomic_load_explicit(&g_loading, memory_order_relaxed) > 0) {
     atomic_store_explicit(&g_loading, 0, memory_order_relaxed);
     atomic_store_explicit(&g_load_failed, 1, memory_order_relaxed);
   }
-  pthread_mutex_init(&g_load_mu, NULL);
 }
 
 __attribute__((constructor)) static void InterposerInit(void) {
@@ -192,11 +214,11 @@ __attribute__((constructor)) static void InterposerInit(void) {
   (void)Libc();
   pthread_atfork(NULL, NULL, ForkChild);
   char path[sizeof g_local_path];
-  pthread_mutex_lock(&g_load_mu);
+  SpinLock(&g_load_lock);
   g_constructed = 1;
   memcpy(path, g_local_path, sizeof path);
   g_local_path[0] = '\0';
-  pthread_mutex_unlock(&g_load_mu);
+  SpinUnlock(&g_load_lock);
   if (path[0] != '\0') (void)dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
   errno = saved_errno;
 }
