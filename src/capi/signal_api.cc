@@ -122,44 +122,44 @@ extern "C" UEPOLL_FORK_PATH int uepoll_sigaction(int sig,
                                                  struct sigaction* oldact) {
   if (!Deferrable(sig)) return sys::Sigaction(sig, act, oldact);
   MutexLock l(g_mu);
+  // One call to the kernel, which sets the new action (if any) and reports
+  // the one it replaced; libc's own answer for a number it refuses (EINVAL:
+  // its two reserved signals), with nothing changed.
   struct sigaction cur;
-  // libc's own answer for a number it refuses (EINVAL: its two reserved
-  // signals).
-  if (sys::Sigaction(sig, nullptr, &cur) != 0) return -1;
+  // What g_actions held before this call: the handler behind a trampoline
+  // the kernel reports as replaced.
+  void* was = g_actions[sig].handler.load(std::memory_order_relaxed);
+  int was_flags = g_actions[sig].flags.load(std::memory_order_relaxed);
+  if (!act) {
+    if (sys::Sigaction(sig, nullptr, &cur) != 0) return -1;
+  } else if (act->sa_handler == SIG_DFL || act->sa_handler == SIG_IGN) {
+    if (sys::Sigaction(sig, act, &cur) != 0) return -1;
+    g_actions[sig].handler.store(nullptr, std::memory_order_release);
+  } else {
+    struct sigaction k = *act;
+    k.sa_sigaction = Trampoline;
+    k.sa_flags = (act->sa_flags & ~kEmulated) | SA_SIGINFO;
+    // Published before the kernel can run Trampoline with it.
+    g_actions[sig].flags.store(act->sa_flags, std::memory_order_relaxed);
+    g_actions[sig].handler.store(
+        (act->sa_flags & SA_SIGINFO)
+            ? reinterpret_cast<void*>(act->sa_sigaction)
+            : reinterpret_cast<void*>(act->sa_handler),
+        std::memory_order_release);
+    if (sys::Sigaction(sig, &k, &cur) != 0) {
+      int err = errno;
+      g_actions[sig].flags.store(was_flags, std::memory_order_relaxed);
+      g_actions[sig].handler.store(was, std::memory_order_release);
+      errno = err;
+      return -1;
+    }
+  }
   struct sigaction prev = cur;
   if (IsTrampoline(cur)) {
     // What a plain sigaction would have reported: the application's
     // handler and flags, the kernel's copy of the mask.
-    int flags = g_actions[sig].flags.load(std::memory_order_relaxed);
-    prev.sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(
-        g_actions[sig].handler.load(std::memory_order_relaxed));
-    prev.sa_flags = (cur.sa_flags & ~kEmulated) | (flags & kEmulated);
-  }
-  if (act) {
-    if (act->sa_handler == SIG_DFL || act->sa_handler == SIG_IGN) {
-      if (sys::Sigaction(sig, act, nullptr) != 0) return -1;
-      g_actions[sig].handler.store(nullptr, std::memory_order_release);
-    } else {
-      struct sigaction k = *act;
-      k.sa_sigaction = Trampoline;
-      k.sa_flags = (act->sa_flags & ~kEmulated) | SA_SIGINFO;
-      void* was = g_actions[sig].handler.load(std::memory_order_relaxed);
-      int was_flags = g_actions[sig].flags.load(std::memory_order_relaxed);
-      // Published before the kernel can run Trampoline with it.
-      g_actions[sig].flags.store(act->sa_flags, std::memory_order_relaxed);
-      g_actions[sig].handler.store(
-          (act->sa_flags & SA_SIGINFO)
-              ? reinterpret_cast<void*>(act->sa_sigaction)
-              : reinterpret_cast<void*>(act->sa_handler),
-          std::memory_order_release);
-      if (sys::Sigaction(sig, &k, nullptr) != 0) {
-        int err = errno;
-        g_actions[sig].flags.store(was_flags, std::memory_order_relaxed);
-        g_actions[sig].handler.store(was, std::memory_order_release);
-        errno = err;
-        return -1;
-      }
-    }
+    prev.sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(was);
+    prev.sa_flags = (cur.sa_flags & ~kEmulated) | (was_flags & kEmulated);
   }
   if (oldact) *oldact = prev;
   return 0;

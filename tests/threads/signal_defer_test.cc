@@ -182,6 +182,37 @@ TEST_F(SignalDefer, OldActionIsTheApplications) {
 std::atomic<int> g_plain{0};
 void OnPlain(int) { g_plain.fetch_add(1); }
 
+// A handler replaced by another is reported, by the call that replaces
+// it, as the one it was: its handler and flags, not the new one's.
+TEST_F(SignalDefer, ReplacingAHandlerReportsThePreviousOne) {
+  struct sigaction plain {};
+  plain.sa_handler = OnPlain;
+  plain.sa_flags = SA_RESETHAND;
+  sigemptyset(&plain.sa_mask);
+  struct sigaction prev {};
+  ASSERT_EQ(uepoll_sigaction(SIGUSR1, &plain, &prev), 0);
+  EXPECT_EQ(prev.sa_sigaction, OnSignal);
+  EXPECT_TRUE(prev.sa_flags & SA_SIGINFO);
+  EXPECT_FALSE(prev.sa_flags & SA_RESETHAND);
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  ASSERT_EQ(uepoll_sigaction(SIGUSR1, &ign, &prev), 0);
+  EXPECT_EQ(prev.sa_handler, OnPlain);
+  EXPECT_FALSE(prev.sa_flags & SA_SIGINFO);
+  EXPECT_TRUE(prev.sa_flags & SA_RESETHAND);
+  // A failed call changes nothing and reports nothing: 32 is one of the
+  // two signals glibc keeps for itself, which its sigaction refuses.
+  struct sigaction untouched {};
+  untouched.sa_handler = OnPlain;
+  errno = 0;
+  EXPECT_EQ(uepoll_sigaction(32, &plain, &untouched), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(untouched.sa_handler, OnPlain);
+  struct sigaction cur {};
+  ASSERT_EQ(uepoll_sigaction(SIGUSR1, nullptr, &cur), 0);
+  EXPECT_EQ(cur.sa_handler, SIG_IGN);
+}
+
 TEST_F(SignalDefer, ResetHandRunsOnceThenTheDefaultIsReported) {
   struct sigaction sa {};
   sa.sa_handler = OnPlain;
