@@ -25,6 +25,8 @@ int uepoll_set_fork_mode(int mode) {
   return ToErrno(uepoll::impl::SetForkMode(mode));
 }
 
-UEPOLL_FORK_PATH int uepoll_get_fork_mode(void) { return uepoll::impl::GetForkMode(); }
+UEPOLL_FORK_PATH int uepoll_get_fork_mode(void) {
+  return uepoll::impl::GetForkMode();
+}
 
 }  // extern "C"

@@ -387,7 +387,9 @@ int SetForkMode(int mode) {
   return 0;
 }
 
-UEPOLL_FORK_PATH int GetForkMode() { return g_fork_mode.load(std::memory_order_acquire); }
+UEPOLL_FORK_PATH int GetForkMode() {
+  return g_fork_mode.load(std::memory_order_acquire);
+}
 
 int KernelPipe2(int k[2], int flags) {
   const uepoll_libc_calls* next = sys::Next();
