@@ -484,7 +484,10 @@ UEPOLL_FORK_PATH int FdTable::Dup3(int oldfd, int newfd, int flags,
 
   if (!f) {
     // oldfd is the kernel's (or nothing: the kernel says EBADF).
-    if (!s || IsFree(s->load(std::memory_order_seq_cst))) return kernel_dup();
+    // The busy bit is taken even on a free slot: it keeps the kernel's dup
+    // apart from a uepoll dup2 onto the same number (whose placeholder the
+    // kernel's dup could otherwise replace after the slot names its object).
+    if (!s) return kernel_dup();
     uint64_t w = AcquireBusy(s);
     File* old = FileOf(w);
     if (old && mode() == FdMode::kKernel) {

@@ -13,10 +13,12 @@
 // own there).
 #include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -372,6 +374,46 @@ TEST_P(BridgeFdRace, ANumberReopenedOnAnotherThreadNamesTheNewObjectOnly) {
   RecordProperty("probes", static_cast<int>(probes.load()));
 }
 
+// One call each on two threads, started together, round after round: the
+// caller's thread runs call(0) and a helper thread call(1) (two threads,
+// not three, so that on two CPUs both run at once). Run returns when both
+// calls of the round have.
+class RoundPair {
+ public:
+  explicit RoundPair(std::function<void(int)> call)
+      : call_(std::move(call)), helper_([this] { Loop(); }) {}
+  ~RoundPair() {
+    quit_.store(true, std::memory_order_release);
+    helper_.join();
+  }
+  void Run() {
+    while (!ready_.load(std::memory_order_acquire)) std::this_thread::yield();
+    ready_.store(false, std::memory_order_relaxed);
+    done_.store(false, std::memory_order_relaxed);
+    go_.fetch_add(1, std::memory_order_release);
+    call_(0);
+    while (!done_.load(std::memory_order_acquire)) std::this_thread::yield();
+  }
+
+ private:
+  void Loop() {
+    for (long round = 1;; ++round) {
+      ready_.store(true, std::memory_order_release);
+      while (go_.load(std::memory_order_acquire) < round) {
+        if (quit_.load(std::memory_order_acquire)) return;
+      }
+      call_(1);
+      done_.store(true, std::memory_order_release);
+    }
+  }
+  std::function<void(int)> call_;
+  std::atomic<long> go_{0};  // the round the helper may run
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> done_{false};
+  std::atomic<bool> quit_{false};
+  std::thread helper_;  // last: it uses the fields above
+};
+
 // Two threads close one number at once: one close succeeds and the other
 // fails EBADF, as the kernel serializes them, and nothing is left at the
 // number. A close that took the number for free while the other was still
@@ -382,37 +424,22 @@ TEST_P(BridgeFdRace, TwoClosesOfOneNumberSucceedOnce) {
   constexpr long kRounds = 20000;
   const Backend* b = &B();
   std::atomic<int> number{-1};
-  std::atomic<long> go{0};    // the round the closers may run
-  std::atomic<int> ready{0};  // closers waiting for it
-  std::atomic<int> done{0};   // closers finished with it
-  std::atomic<bool> quit{false};
   int result[2] = {0, 0};
   int error[2] = {0, 0};
-  auto closer = [&](int me) {
-    for (long round = 1;; ++round) {
-      ready.fetch_add(1, std::memory_order_acq_rel);
-      while (go.load(std::memory_order_acquire) < round) {
-        if (quit.load(std::memory_order_acquire)) return;
-        std::this_thread::yield();
-      }
-      errno = 0;
-      result[me] = RacingClose(*b, number.load(std::memory_order_acquire));
-      error[me] = errno;
-      done.fetch_add(1, std::memory_order_acq_rel);
-    }
-  };
-  std::thread c0(closer, 0), c1(closer, 1);
+  RoundPair closers([&](int me) {
+    errno = 0;
+    result[me] = RacingClose(*b, number.load(std::memory_order_acquire));
+    error[me] = errno;
+  });
   long both = 0, neither = 0, wrong_errno = 0, left_open = 0;
   for (long round = 1; round <= kRounds; ++round) {
     int n = b->eventfd(0, 0);
-    ASSERT_GE(n, 0);
+    if (n < 0) {
+      ADD_FAILURE() << "eventfd: " << strerror(errno);
+      break;
+    }
     number.store(n, std::memory_order_release);
-    // Both closers are waiting: start them together.
-    while (ready.load(std::memory_order_acquire) < 2) std::this_thread::yield();
-    ready.store(0, std::memory_order_relaxed);
-    done.store(0, std::memory_order_relaxed);
-    go.store(round, std::memory_order_release);
-    while (done.load(std::memory_order_acquire) < 2) std::this_thread::yield();
+    closers.Run();
     int ok = (result[0] == 0) + (result[1] == 0);
     if (ok == 2) ++both;
     if (ok == 0) ++neither;
@@ -424,13 +451,65 @@ TEST_P(BridgeFdRace, TwoClosesOfOneNumberSucceedOnce) {
       b->close(n);
     }
   }
-  quit.store(true, std::memory_order_release);
-  c0.join();
-  c1.join();
   EXPECT_EQ(both, 0) << "rounds where both closes succeeded";
   EXPECT_EQ(neither, 0) << "rounds where neither close succeeded";
   EXPECT_EQ(wrong_errno, 0) << "failed closes not EBADF";
   EXPECT_EQ(left_open, 0) << "rounds that left the number open";
+}
+
+// One thread dup2s a kernel descriptor (a pipe's write end) onto a number
+// while another dup2s a uepoll object onto it. Either may come last, but
+// uepoll's table and the kernel's must then agree on what the number is:
+// the object, standing on its placeholder, or the pipe. A kernel dup that
+// did not wait for the uepoll dup2's busy bit could replace the
+// placeholder after the table named the object (FdTable::Dup3).
+TEST_P(BridgeFdRace, KernelAndUepollDupsOntoOneNumberLeaveTheTablesAgreeing) {
+  if (IsKernel() || uepoll_get_fd_mode() != UEPOLL_FD_MODE_KERNEL) {
+    GTEST_SKIP() << "uepoll's table against the kernel's, numbers shared";
+  }
+  constexpr long kRounds = 20000;
+  const Backend* b = &B();
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  int u = b->eventfd(0, 0);
+  ASSERT_GE(u, 0);
+  int n = LowestFree() + 32;  // above a hole, as in the test above
+  int result[2] = {0, 0};
+  // One of the two starts a little later each round, by a sweep of
+  // offsets either way, so that the rounds cover each call's steps.
+  std::atomic<int> delay{0};
+  auto wait = [](int spins) {
+    for (int i = 0; i < spins; ++i) {
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    }
+  };
+  RoundPair dups([&](int me) {
+    int d = delay.load(std::memory_order_relaxed);
+    if (me == 0) {
+      wait(d);
+      result[0] = RacingDup(*b, false, p[1], n);
+    } else {
+      wait(-d);
+      result[1] = RacingDup(*b, false, u, n);
+    }
+  });
+  long failed = 0, disagree = 0;
+  for (long round = 1; round <= kRounds; ++round) {
+    delay.store(static_cast<int>(round * 7919 % 2048) - 1024,
+                std::memory_order_relaxed);
+    dups.Run();
+    if (result[0] != n || result[1] != n) ++failed;
+    struct stat st {};
+    bool kernel_pipe = ::fstat(n, &st) == 0 && S_ISFIFO(st.st_mode);
+    bool uepolls = uepoll_is_uepoll_fd(n) == 1;
+    if (kernel_pipe == uepolls) ++disagree;
+    uepoll_close(n);
+  }
+  EXPECT_EQ(failed, 0) << "rounds where a dup2 failed";
+  EXPECT_EQ(disagree, 0) << "rounds where the two tables disagreed";
+  uepoll_close(u);
+  ::close(p[0]);
+  ::close(p[1]);
 }
 
 #ifdef UEPOLL_FD_RACE_DISJOINT

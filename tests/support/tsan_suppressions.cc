@@ -41,7 +41,9 @@ extern "C" const char* __tsan_default_suppressions() {
       // contested number of the dup2 and number-reuse scenarios.
       "race:KernelFdRace\n"
       // tests/bridge/fd_race_test.cc: DupOntoANumberBeingClosedNeverFailsEbusy
-      // (a close racing a dup2 onto the same number, on both backends).
+      // (a close racing a dup2 onto the same number, on both backends),
+      // TwoClosesOfOneNumberSucceedOnce and
+      // KernelAndUepollDupsOntoOneNumberLeaveTheTablesAgreeing.
       "race:RacingClose\n"
       "race:RacingDup\n";
 }

@@ -200,8 +200,9 @@ TEST_F(SignalDefer, ReplacingAHandlerReportsThePreviousOne) {
   EXPECT_EQ(prev.sa_handler, OnPlain);
   EXPECT_FALSE(prev.sa_flags & SA_SIGINFO);
   EXPECT_TRUE(prev.sa_flags & SA_RESETHAND);
-  // A failed call changes nothing and reports nothing: 32 is one of the
-  // two signals glibc keeps for itself, which its sigaction refuses.
+  // A refused call reports nothing (32 is one of the two signals glibc
+  // keeps for itself, which its sigaction refuses), and the action
+  // installed before it on another signal stays.
   struct sigaction untouched {};
   untouched.sa_handler = OnPlain;
   errno = 0;
