@@ -78,6 +78,11 @@ inline void LeaveSignalCritical() {
 
 inline bool InSignalCritical() { return t_signal_defer.depth != 0; }
 
+// For tests (tests/threads/signal_defer_test.cc): called by the trampoline
+// of a delivery with SA_RESETHAND after it read the action and before it
+// resets it (capi/signal_api.cc); nullptr: none.
+void SetSignalResetHookForTest(void (*hook)(int sig));
+
 // Whether this thread is running a handler that Trampoline called: the
 // caller's frame is deeper than Trampoline's (a handler that left by
 // siglongjmp left its record behind, and the frames it went back to are

@@ -31,12 +31,22 @@ constexpr int kEmulated = SA_SIGINFO | SA_NODEFER | SA_RESETHAND;
 struct UserAction {
   std::atomic<void*> handler{nullptr};  // sa_handler or sa_sigaction
   std::atomic<int> flags{0};            // the application's sa_flags
+  // One more at each change of the action, stored (release) after the
+  // two above: a delivery that finds it unchanged under g_mu was for the
+  // action that is still there.
+  std::atomic<unsigned> gen{0};
 };
 UserAction g_actions[kMaxSignal + 1];
 // One install at a time, so that the kernel's action and g_actions agree.
 // A handler may take it: Trampoline runs handlers only where this thread
 // holds no uepoll lock.
 Mutex g_mu;
+std::atomic<void (*)(int)> g_reset_hook{nullptr};
+
+void Changed(UserAction& a) {
+  a.gen.store(a.gen.load(std::memory_order_relaxed) + 1,
+              std::memory_order_release);
+}
 
 // Signals the kernel raises for the instruction that just ran (a fault, a
 // trap) cannot wait: putting one off would run the instruction again. They
@@ -71,20 +81,29 @@ void Trampoline(int sig, siginfo_t* info, void* context) {
     errno = saved;
     return;
   }
+  unsigned gen = g_actions[sig].gen.load(std::memory_order_acquire);
   void* handler = g_actions[sig].handler.load(std::memory_order_acquire);
   int flags = g_actions[sig].flags.load(std::memory_order_relaxed);
   // Null: the action changed to the default or to ignore while this
   // delivery was on its way, and it is dropped.
   if (handler == nullptr) return;
   if (flags & SA_RESETHAND) {
-    // As the kernel does on delivery: the default again, from now on.
+    if (auto hook = g_reset_hook.load(std::memory_order_acquire)) hook(sig);
+    // As the kernel does on delivery: the default again, from now on. Not
+    // over an action installed since this delivery read the one above
+    // (another thread's sigaction, or this handler's own): the kernel
+    // would have reset at delivery, before that install, which stays
+    // (SignalDefer.AnInstallWhileAResetHandDeliveryIsOnItsWayStays).
     MutexLock l(g_mu);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    int saved = errno;
-    sys::Sigaction(sig, &dfl, nullptr);
-    errno = saved;
-    g_actions[sig].handler.store(nullptr, std::memory_order_release);
+    if (g_actions[sig].gen.load(std::memory_order_relaxed) == gen) {
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      int saved = errno;
+      sys::Sigaction(sig, &dfl, nullptr);
+      errno = saved;
+      g_actions[sig].handler.store(nullptr, std::memory_order_release);
+      Changed(g_actions[sig]);
+    }
   }
   if (flags & SA_NODEFER) {
     sigset_t self;
@@ -113,6 +132,11 @@ bool IsTrampoline(const struct sigaction& a) {
 }
 
 }  // namespace
+
+void SetSignalResetHookForTest(void (*hook)(int sig)) {
+  g_reset_hook.store(hook, std::memory_order_release);
+}
+
 }  // namespace uepoll::impl
 
 using namespace uepoll::impl;
@@ -135,6 +159,7 @@ extern "C" UEPOLL_FORK_PATH int uepoll_sigaction(int sig,
   } else if (act->sa_handler == SIG_DFL || act->sa_handler == SIG_IGN) {
     if (sys::Sigaction(sig, act, &cur) != 0) return -1;
     g_actions[sig].handler.store(nullptr, std::memory_order_release);
+    Changed(g_actions[sig]);
   } else {
     struct sigaction k = *act;
     k.sa_sigaction = Trampoline;
@@ -153,6 +178,7 @@ extern "C" UEPOLL_FORK_PATH int uepoll_sigaction(int sig,
       errno = err;
       return -1;
     }
+    Changed(g_actions[sig]);
   }
   struct sigaction prev = cur;
   if (IsTrampoline(cur)) {

@@ -6,6 +6,8 @@
 // and raises the signal from there. The handler then does what a self-pipe
 // handler does (a write) and what would wait for the interrupted thread (a
 // ctl on the instance being harvested).
+#include "base/signal_defer.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -228,6 +230,48 @@ TEST_F(SignalDefer, ResetHandRunsOnceThenTheDefaultIsReported) {
   EXPECT_EQ(g_plain.load(), 1);
   ASSERT_EQ(uepoll_sigaction(SIGUSR2, nullptr, &cur), 0);
   EXPECT_EQ(cur.sa_handler, SIG_DFL);
+}
+
+std::atomic<int> g_second{0};
+void OnSecond(int) { g_second.fetch_add(1); }
+
+// What the hook installs: the second handler, from inside the delivery of
+// the first, after the trampoline read the first's action and before it
+// carries out its SA_RESETHAND.
+void InstallSecond(int sig) {
+  struct sigaction second {};
+  second.sa_handler = OnSecond;
+  sigemptyset(&second.sa_mask);
+  uepoll_sigaction(sig, &second, nullptr);
+}
+
+// The kernel resets an SA_RESETHAND action at delivery, so an action
+// installed after the delivery (by another thread, or by the handler)
+// stays. The trampoline resets after it read the action: an install in
+// between must survive the reset, and the delivery still runs the handler
+// it was for.
+TEST_F(SignalDefer, AnInstallWhileAResetHandDeliveryIsOnItsWayStays) {
+  struct sigaction first {};
+  first.sa_handler = OnPlain;
+  first.sa_flags = SA_RESETHAND;
+  sigemptyset(&first.sa_mask);
+  struct sigaction old {};
+  ASSERT_EQ(uepoll_sigaction(SIGUSR2, &first, &old), 0);
+  g_plain = 0;
+  g_second = 0;
+  uepoll::impl::SetSignalResetHookForTest(&InstallSecond);
+  raise(SIGUSR2);
+  uepoll::impl::SetSignalResetHookForTest(nullptr);
+  EXPECT_EQ(g_plain.load(), 1);
+  EXPECT_EQ(g_second.load(), 0);
+  struct sigaction cur {};
+  ASSERT_EQ(uepoll_sigaction(SIGUSR2, nullptr, &cur), 0);
+  EXPECT_EQ(cur.sa_handler, OnSecond) << "the install was reset";
+  if (cur.sa_handler == OnSecond) {
+    raise(SIGUSR2);
+    EXPECT_EQ(g_second.load(), 1);
+  }
+  ASSERT_EQ(uepoll_sigaction(SIGUSR2, &old, nullptr), 0);
 }
 
 TEST_F(SignalDefer, BadSignalNumbersFailAsSigaction) {
