@@ -37,6 +37,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 
 #include "interpose/interpose.h"
 
@@ -58,8 +60,18 @@ static atomic_int g_handlers_lock;
  * loader's lookup) before its exec, 15 of the 29 page faults such a child
  * took (BENCHMARKS.md, "A fork child's calls, and what they write"). */
 static void SpinLock(atomic_int *lock) {
-  while (atomic_exchange_explicit(lock, 1, memory_order_acquire)) {
-    sched_yield();
+  for (unsigned spins = 0;
+       atomic_exchange_explicit(lock, 1, memory_order_acquire); ++spins) {
+    if (spins < 64) {
+      sched_yield();
+    } else {
+      /* sched_yield gives way only to threads of the caller's priority: a
+       * real-time waiter on the holder's CPU would spin for good. A short
+       * sleep lets any holder run (through libc's table: no lazy
+       * binding). */
+      struct timespec pause = {0, 50 * 1000};
+      (void)Libc()->syscall(SYS_nanosleep, &pause, NULL);
+    }
   }
 }
 
