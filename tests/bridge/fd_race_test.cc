@@ -12,6 +12,8 @@
 // in the disjoint numbering, uepoll only, since its allocator is uepoll's
 // own there).
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 
@@ -381,10 +383,28 @@ TEST_P(BridgeFdRace, ANumberReopenedOnAnotherThreadNamesTheNewObjectOnly) {
 class RoundPair {
  public:
   explicit RoundPair(std::function<void(int)> call)
-      : call_(std::move(call)), helper_([this] { Loop(); }) {}
+      : call_(std::move(call)), helper_([this] { Loop(); }) {
+    // Each on a CPU of its own where the process has two: two threads the
+    // scheduler left on one CPU would take turns, never race.
+    have_saved_ = sched_getaffinity(0, sizeof saved_, &saved_) == 0;
+    int cpus[2], n = 0;
+    for (int c = 0; have_saved_ && c < CPU_SETSIZE && n < 2; ++c) {
+      if (CPU_ISSET(c, &saved_)) cpus[n++] = c;
+    }
+    if (n == 2) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpus[1], &one);
+      pthread_setaffinity_np(helper_.native_handle(), sizeof one, &one);
+      CPU_ZERO(&one);
+      CPU_SET(cpus[0], &one);
+      sched_setaffinity(0, sizeof one, &one);
+    }
+  }
   ~RoundPair() {
     quit_.store(true, std::memory_order_release);
     helper_.join();
+    if (have_saved_) sched_setaffinity(0, sizeof saved_, &saved_);
   }
   void Run() {
     while (!ready_.load(std::memory_order_acquire)) std::this_thread::yield();
@@ -411,6 +431,8 @@ class RoundPair {
   std::atomic<bool> ready_{false};
   std::atomic<bool> done_{false};
   std::atomic<bool> quit_{false};
+  cpu_set_t saved_;  // the caller's CPUs, restored at the end
+  bool have_saved_ = false;
   std::thread helper_;  // last: it uses the fields above
 };
 
