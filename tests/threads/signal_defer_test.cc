@@ -184,13 +184,19 @@ TEST_F(SignalDefer, OldActionIsTheApplications) {
 std::atomic<int> g_plain{0};
 void OnPlain(int) { g_plain.fetch_add(1); }
 
+// A plain handler's action, with flags and an empty mask.
+struct sigaction PlainAction(void (*handler)(int), int flags) {
+  struct sigaction sa {};
+  sa.sa_handler = handler;
+  sa.sa_flags = flags;
+  sigemptyset(&sa.sa_mask);
+  return sa;
+}
+
 // A handler replaced by another is reported, by the call that replaces
 // it, as the one it was: its handler and flags, not the new one's.
 TEST_F(SignalDefer, ReplacingAHandlerReportsThePreviousOne) {
-  struct sigaction plain {};
-  plain.sa_handler = OnPlain;
-  plain.sa_flags = SA_RESETHAND;
-  sigemptyset(&plain.sa_mask);
+  struct sigaction plain = PlainAction(OnPlain, SA_RESETHAND);
   struct sigaction prev {};
   ASSERT_EQ(uepoll_sigaction(SIGUSR1, &plain, &prev), 0);
   EXPECT_EQ(prev.sa_sigaction, OnSignal);
@@ -217,10 +223,7 @@ TEST_F(SignalDefer, ReplacingAHandlerReportsThePreviousOne) {
 }
 
 TEST_F(SignalDefer, ResetHandRunsOnceThenTheDefaultIsReported) {
-  struct sigaction sa {};
-  sa.sa_handler = OnPlain;
-  sa.sa_flags = SA_RESETHAND;
-  sigemptyset(&sa.sa_mask);
+  struct sigaction sa = PlainAction(OnPlain, SA_RESETHAND);
   g_plain = 0;
   ASSERT_EQ(uepoll_sigaction(SIGUSR2, &sa, nullptr), 0);
   struct sigaction cur {};
@@ -239,9 +242,7 @@ void OnSecond(int) { g_second.fetch_add(1); }
 // the first, after the trampoline read the first's action and before it
 // carries out its SA_RESETHAND.
 void InstallSecond(int sig) {
-  struct sigaction second {};
-  second.sa_handler = OnSecond;
-  sigemptyset(&second.sa_mask);
+  struct sigaction second = PlainAction(OnSecond, 0);
   uepoll_sigaction(sig, &second, nullptr);
 }
 
@@ -251,10 +252,7 @@ void InstallSecond(int sig) {
 // between must survive the reset, and the delivery still runs the handler
 // it was for.
 TEST_F(SignalDefer, AnInstallWhileAResetHandDeliveryIsOnItsWayStays) {
-  struct sigaction first {};
-  first.sa_handler = OnPlain;
-  first.sa_flags = SA_RESETHAND;
-  sigemptyset(&first.sa_mask);
+  struct sigaction first = PlainAction(OnPlain, SA_RESETHAND);
   struct sigaction old {};
   ASSERT_EQ(uepoll_sigaction(SIGUSR2, &first, &old), 0);
   g_plain = 0;
