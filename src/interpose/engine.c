@@ -45,12 +45,43 @@
 const struct uepoll_engine_calls *_Atomic uepoll_interpose_g_engine;
 
 /* Keeps a sigaction made before the engine apart from the attach's pass
- * over the handlers: a spin lock, taken with every signal blocked (so no
- * handler of the holder's can want it), and held only across sigaction
- * calls. Without it, a sigaction racing the pass could be overwritten by
- * it, or hand the engine's trampoline back as the old action, which
- * installed again would call itself. */
+ * over the handlers. Without it, a sigaction racing the pass could be
+ * overwritten by it, or hand the engine's trampoline back as the old
+ * action, which installed again would call itself. Two halves:
+ *  - the attach holds a spin lock, taken with every signal blocked (so no
+ *    handler of the holder's can want it), sets g_attaching, and waits
+ *    for the sigactions in flight to leave before its pass;
+ *  - a sigaction counts itself in flight (g_early_sigactions) and then
+ *    reads g_attaching: clear, it goes to libc with no lock and no signal
+ *    blocked; set, it takes the lock as the attach did, and finds the
+ *    engine there. Both sides write, then read the other's word, all
+ *    sequentially consistent: at least one sees the other.
+ * A sigaction used to take the lock every time: two rt_sigprocmask calls
+ * around each, in every process started under the interposer (a shell:
+ * 12 a CGI request; BENCHMARKS.md, "Signals before the engine"). */
 static atomic_int g_handlers_lock;
+static atomic_int g_attaching;        /* set once, by the attach */
+static atomic_int g_early_sigactions; /* in flight, all threads */
+/* This thread's share of g_early_sigactions: counted before it and
+ * uncounted after it, so that a handler that interrupts a sigaction in
+ * flight (which the attach would wait for) knows not to load the engine
+ * (uepoll_interpose_load), and a fork child keeps only its own thread's
+ * share (ForkChild). */
+static __thread int t_early_sigactions
+    __attribute__((tls_model("initial-exec")));
+
+/* A waiter's turn: sched_yield gives way only to threads of the caller's
+ * priority, so a real-time waiter on the holder's CPU would spin for
+ * good; after 64 yields a short sleep lets any holder run (through libc's
+ * table: no lazy binding). */
+static void Backoff(unsigned spins) {
+  if (spins < 64) {
+    sched_yield();
+  } else {
+    struct timespec pause = {0, 50 * 1000};
+    (void)Libc()->syscall(SYS_nanosleep, &pause, NULL);
+  }
+}
 
 /* The two locks of this file are spin locks, held only across a few
  * calls or a copy. A fork child frees one that another thread of its
@@ -62,16 +93,7 @@ static atomic_int g_handlers_lock;
 static void SpinLock(atomic_int *lock) {
   for (unsigned spins = 0;
        atomic_exchange_explicit(lock, 1, memory_order_acquire); ++spins) {
-    if (spins < 64) {
-      sched_yield();
-    } else {
-      /* sched_yield gives way only to threads of the caller's priority: a
-       * real-time waiter on the holder's CPU would spin for good. A short
-       * sleep lets any holder run (through libc's table: no lazy
-       * binding). */
-      struct timespec pause = {0, 50 * 1000};
-      (void)Libc()->syscall(SYS_nanosleep, &pause, NULL);
-    }
+    Backoff(spins);
   }
 }
 
@@ -82,6 +104,35 @@ static void SpinUnlock(atomic_int *lock) {
 static void FreeInChild(atomic_int *lock) {
   if (atomic_load_explicit(lock, memory_order_relaxed)) {
     atomic_store_explicit(lock, 0, memory_order_relaxed);
+  }
+}
+
+int uepoll_interpose_enter_early_sigaction(void) {
+  ++t_early_sigactions;
+  atomic_signal_fence(memory_order_seq_cst);
+  atomic_fetch_add_explicit(&g_early_sigactions, 1, memory_order_seq_cst);
+  if (!atomic_load_explicit(&g_attaching, memory_order_seq_cst)) return 1;
+  uepoll_interpose_leave_early_sigaction();
+  return 0;
+}
+
+void uepoll_interpose_leave_early_sigaction(void) {
+  atomic_fetch_sub_explicit(&g_early_sigactions, 1, memory_order_release);
+  atomic_signal_fence(memory_order_seq_cst);
+  --t_early_sigactions;
+}
+
+/* The attach, under the lock with g_attaching set: the sigactions of other
+ * threads that went to libc before they saw it have left. One of this
+ * thread's own (a handler that interrupted it made the engine come in, as
+ * only a program that links libuepoll and dlopens in a handler could) is
+ * not waited for: it would never leave. */
+static void WaitForEarlySigactions(void) {
+  for (unsigned spins = 0;
+       atomic_load_explicit(&g_early_sigactions, memory_order_seq_cst) >
+       t_early_sigactions;
+       ++spins) {
+    Backoff(spins);
   }
 }
 
@@ -134,6 +185,8 @@ EXPORT void uepoll_interpose_attach(const struct uepoll_engine_calls *e) {
   int saved_errno = errno;
   sigset_t saved;
   uepoll_interpose_lock_handlers(&saved);
+  atomic_store_explicit(&g_attaching, 1, memory_order_seq_cst);
+  WaitForEarlySigactions();
   WrapHandlersInstalledBefore(e);
   const char *mode = getenv("UEPOLL_FORK_MODE");
   if (mode == NULL || strcmp(mode, "copy") != 0) {
@@ -211,6 +264,13 @@ static void ForkChild(void) {
    * page of this library's data and binds no symbol. */
   FreeInChild(&g_handlers_lock);
   FreeInChild(&g_load_lock);
+  /* An attach another thread was in never finishes here; the sigactions
+   * other threads had in flight never leave. */
+  FreeInChild(&g_attaching);
+  if (atomic_load_explicit(&g_early_sigactions, memory_order_relaxed) != 0) {
+    atomic_store_explicit(&g_early_sigactions, t_early_sigactions,
+                          memory_order_relaxed);
+  }
   if (atomic_load_explicit(&g_loading, memory_order_relaxed) > 0) {
     atomic_store_explicit(&g_loading, 0, memory_order_relaxed);
     atomic_store_explicit(&g_load_failed, 1, memory_order_relaxed);
@@ -237,12 +297,15 @@ __attribute__((constructor)) static void InterposerInit(void) {
 
 /* This thread is loading the engine: a constructor it reaches meanwhile (a
  * signal handler's) makes the kernel's object instead of loading from a
- * context where dlopen is not safe. */
+ * context where dlopen is not safe. So does one reached from a handler
+ * that interrupted a sigaction in flight (t_early_sigactions): the attach
+ * would wait for that sigaction, which cannot leave before the handler
+ * returns. */
 static __thread int t_loading;
 
 const struct uepoll_engine_calls *uepoll_interpose_load(void) {
   const struct uepoll_engine_calls *e = Engine();
-  if (e != NULL || t_loading ||
+  if (e != NULL || t_loading || t_early_sigactions ||
       atomic_load_explicit(&g_load_failed, memory_order_relaxed)) {
     return e;
   }

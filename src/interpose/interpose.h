@@ -54,10 +54,13 @@ static inline const struct uepoll_engine_calls *Engine(void) {
  * is then the kernel's (interpose/engine.c). */
 const struct uepoll_engine_calls *uepoll_interpose_load(void);
 
-/* The lock that keeps a sigaction made before the engine apart from the
- * engine's pass over the handlers as it attaches: taken with every signal
- * blocked (the old mask saved), held across sigaction calls only
- * (engine.c). */
+/* What keeps a sigaction made before the engine apart from the engine's
+ * pass over the handlers as it attaches (engine.c). A sigaction enters:
+ * 1, and it may call libc until it leaves (the attach waits for it); 0,
+ * an attach has begun: it takes the lock, with every signal blocked (the
+ * old mask saved), and finds the engine once it holds it. */
+int uepoll_interpose_enter_early_sigaction(void);
+void uepoll_interpose_leave_early_sigaction(void);
 void uepoll_interpose_lock_handlers(sigset_t *saved);
 void uepoll_interpose_unlock_handlers(const sigset_t *saved);
 

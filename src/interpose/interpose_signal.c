@@ -18,14 +18,21 @@
 #include "interpose/interpose.h"
 
 /* Before the engine is in the process, no thread can be inside uepoll:
- * libc's sigaction, under the lock that keeps it apart from the engine's
- * pass over the handlers as it attaches (engine.c): the pass then sees
- * this action, or this call sees the engine. */
+ * libc's sigaction, kept apart from the engine's pass over the handlers
+ * as it attaches (engine.c): the pass then sees this action, or this call
+ * sees the engine. No signal is blocked unless an attach has begun. */
 static int Sigaction(int sig, const struct sigaction *act,
                      struct sigaction *oldact) {
   const struct uepoll_engine_calls *e = Engine();
   if (e) return e->uepoll_sigaction(sig, act, oldact);
   const struct uepoll_libc_calls *libc = Libc(); /* resolved outside it */
+  if (uepoll_interpose_enter_early_sigaction()) {
+    /* No attach began before this call counted itself, and none can
+     * publish the engine before it leaves. */
+    int r = libc->sigaction(sig, act, oldact);
+    uepoll_interpose_leave_early_sigaction(); /* keeps errno */
+    return r;
+  }
   sigset_t saved;
   uepoll_interpose_lock_handlers(&saved);
   e = Engine();

@@ -12,7 +12,16 @@
  *                  each handler still runs; N fresh processes;
  *   fork N         a thread forks while the engine attaches, and each
  *                  child resets a handler: no child hangs in signal(); N
- *                  fresh processes.
+ *                  fresh processes;
+ *   handler N      a signal lands while this thread is inside sigaction,
+ *                  and its handler makes the first epoll: no hang (the
+ *                  attach would wait for the sigaction the handler
+ *                  interrupted), and the next epoll_create1 of the thread
+ *                  loads the engine; N fresh processes;
+ *   forksig N      another thread calls sigaction over and over while
+ *                  this one forks N children, each of which makes the
+ *                  first epoll: it loads the engine, and no child waits
+ *                  for a sigaction of a thread it does not have.
  * No sleeps: threads wait for each other's progress counters, and the
  * dlopen case polls the waiting thread's state in /proc. alarm() turns a
  * hang into a failure. */
@@ -210,6 +219,129 @@ static int ForkOnce(void) {
   return 0;
 }
 
+/* ---- handler ------------------------------------------------------- */
+
+static atomic_int g_handler_ep = -2, g_queries;
+static pthread_t g_main_thread;
+
+static void MakeEpollInHandler(int sig) {
+  (void)sig;
+  int saved = errno;
+  if (atomic_load(&g_handler_ep) == -2) {
+    atomic_store(&g_handler_ep, epoll_create1(0));
+  }
+  errno = saved;
+}
+
+static void *SignalMain(void *arg) {
+  (void)arg;
+  while (atomic_load(&g_queries) < 100) sched_yield();
+  pthread_kill(g_main_thread, SIGUSR1);
+  return NULL;
+}
+
+/* 1 if the handler's epoll landed inside a sigaction (the kernel's: the
+ * engine is not loaded from there), 0 if outside it, -1 on failure. */
+static int HandlerOnce(void) {
+  alarm(10);
+  g_main_thread = pthread_self();
+  signal(SIGUSR1, MakeEpollInHandler);
+  pthread_t t;
+  if (pthread_create(&t, NULL, SignalMain, NULL) != 0) return -1;
+  struct sigaction cur;
+  while (atomic_load(&g_handler_ep) == -2) {
+    sigaction(SIGUSR2, NULL, &cur); /* the engine is not in yet */
+    atomic_fetch_add(&g_queries, 1);
+  }
+  pthread_join(t, NULL);
+  int hep = atomic_load(&g_handler_ep);
+  int inside = hep >= 0 && !IsUepoll(hep);
+  int ep = epoll_create1(0);
+  if (hep < 0 || ep < 0 || !IsUepoll(ep)) {
+    fprintf(stderr, "FAIL: the handler's epoll %d, the next %d (uepoll %d)\n",
+            hep, ep, ep >= 0 && IsUepoll(ep));
+    return -1;
+  }
+  close(hep);
+  close(ep);
+  return inside;
+}
+
+/* Each run reports by exit status: 0 inside, 1 outside, 2 failed. */
+static int HandlerCase(int n) {
+  int inside = 0, failed = 0;
+  for (int i = 0; i < n; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int r = HandlerOnce();
+      _exit(r < 0 ? 2 : r == 1 ? 0 : 1);
+    }
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) return 1;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+      ++inside;
+    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 1) {
+      fprintf(stderr, "run %d: %s %d\n", i,
+              WIFSIGNALED(st) ? "killed by signal" : "exit status",
+              WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+      ++failed;
+    }
+  }
+  printf("handler: %d of %d runs' handlers ran inside a sigaction\n", inside,
+         n);
+  /* A run whose signal landed between two sigactions tests nothing. */
+  if (failed || inside == 0) {
+    fprintf(stderr, "FAIL: %d of %d runs failed, %d inside\n", failed, n,
+            inside);
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- forksig ------------------------------------------------------- */
+
+static void *QueryLoop(void *arg) {
+  (void)arg;
+  struct sigaction cur;
+  while (!atomic_load(&g_stop)) {
+    sigaction(SIGUSR2, NULL, &cur);
+    atomic_fetch_add(&g_queries, 1);
+  }
+  return NULL;
+}
+
+static int ForkSigCase(int n) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, QueryLoop, NULL) != 0) return 1;
+  int failed = 0;
+  for (int i = 0; i < n; ++i) {
+    int at = atomic_load(&g_queries);
+    while (atomic_load(&g_queries) < at + 2) sched_yield(); /* in its loop */
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(10);
+      int ep = epoll_create1(0);
+      _exit(ep >= 0 && IsUepoll(ep) ? 0 : 1);
+    }
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+      failed = n;
+      break;
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      if (failed++ == 0) {
+        fprintf(stderr, "child %d: %s %d\n", i,
+                WIFSIGNALED(st) ? "killed by signal" : "exit status",
+                WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+      }
+    }
+  }
+  atomic_store(&g_stop, 1);
+  pthread_join(t, NULL);
+  if (failed) fprintf(stderr, "FAIL: %d of %d children\n", failed, n);
+  return failed != 0;
+}
+
 /* Runs once(...) in n fresh processes; the parent makes no uepoll object,
  * so each child starts without the engine. */
 static int Repeat(int n, int (*once)(void)) {
@@ -246,6 +378,19 @@ int main(int argc, char **argv) {
     if (r == 0) puts("PASS fork");
     return r;
   }
-  fprintf(stderr, "usage: %s dlopen PLUGIN | restore N | fork N\n", argv[0]);
+  if (argc == 3 && strcmp(argv[1], "handler") == 0) {
+    int r = HandlerCase(atoi(argv[2]));
+    if (r == 0) puts("PASS handler");
+    return r;
+  }
+  if (argc == 3 && strcmp(argv[1], "forksig") == 0) {
+    int r = ForkSigCase(atoi(argv[2]));
+    if (r == 0) puts("PASS forksig");
+    return r;
+  }
+  fprintf(stderr,
+          "usage: %s dlopen PLUGIN | restore N | fork N | handler N | "
+          "forksig N\n",
+          argv[0]);
   return 2;
 }
