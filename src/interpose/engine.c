@@ -48,14 +48,15 @@ const struct uepoll_engine_calls *_Atomic uepoll_interpose_g_engine;
  * over the handlers. Without it, a sigaction racing the pass could be
  * overwritten by it, or hand the engine's trampoline back as the old
  * action, which installed again would call itself. Two halves:
- *  - the attach holds a spin lock, taken with every signal blocked (so no
- *    handler of the holder's can want it), sets g_attaching, and waits
- *    for the sigactions in flight to leave before its pass;
+ *  - the attach sets g_attaching, waits for the sigactions in flight to
+ *    leave, and makes its pass under a spin lock, taken with every signal
+ *    blocked (so no handler of the holder's can want it);
  *  - a sigaction counts itself in flight (g_early_sigactions) and then
  *    reads g_attaching: clear, it goes to libc with no lock and no signal
- *    blocked; set, it takes the lock as the attach did, and finds the
- *    engine there. Both sides write, then read the other's word, all
- *    sequentially consistent: at least one sees the other.
+ *    blocked; set, it leaves the count and makes its call under the lock,
+ *    through the engine if the engine is in by then. Both sides write,
+ *    then read the other's word, all sequentially consistent: at least
+ *    one sees the other.
  * A sigaction used to take the lock every time: two rt_sigprocmask calls
  * around each, in every process started under the interposer (a shell:
  * 12 a CGI request; BENCHMARKS.md, "Signals before the engine"). */
@@ -122,8 +123,10 @@ void uepoll_interpose_leave_early_sigaction(void) {
   --t_early_sigactions;
 }
 
-/* The attach, under the lock with g_attaching set: the sigactions of other
- * threads that went to libc before they saw it have left. One of this
+/* The attach, with g_attaching set and before it takes the lock: the
+ * sigactions of other threads that went to libc before they saw it have
+ * left. Not under the lock: a handler that interrupted one of them may
+ * itself call sigaction, which then takes the lock. One of this
  * thread's own (a handler that interrupted it made the engine come in, as
  * only a program that links libuepoll and dlopens in a handler could) is
  * not waited for: it would never leave. */
@@ -184,9 +187,9 @@ EXPORT void uepoll_interpose_attach(const struct uepoll_engine_calls *e) {
   }
   int saved_errno = errno;
   sigset_t saved;
-  uepoll_interpose_lock_handlers(&saved);
   atomic_store_explicit(&g_attaching, 1, memory_order_seq_cst);
   WaitForEarlySigactions();
+  uepoll_interpose_lock_handlers(&saved);
   WrapHandlersInstalledBefore(e);
   const char *mode = getenv("UEPOLL_FORK_MODE");
   if (mode == NULL || strcmp(mode, "copy") != 0) {

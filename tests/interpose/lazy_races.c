@@ -8,8 +8,10 @@
  *   restore N      16 threads save and restore their handlers while the
  *                  first epoll_create1 attaches the engine: the old action
  *                  each gets is its own handler, never the engine's
- *                  trampoline (restoring that made it call itself), and
- *                  each handler still runs; N fresh processes;
+ *                  trampoline (restoring that made it call itself), each
+ *                  handler still runs, and the kernel's action for each is
+ *                  not the handler itself (it is wrapped, as one
+ *                  installed through the engine); N fresh processes;
  *   fork N         a thread forks while the engine attaches, and each
  *                  child resets a handler: no child hangs in signal(); N
  *                  fresh processes;
@@ -18,6 +20,12 @@
  *                  attach would wait for the sigaction the handler
  *                  interrupted), and the next epoll_create1 of the thread
  *                  loads the engine; N fresh processes;
+ *   nested N       a signal lands while another thread is inside
+ *                  sigaction, and its handler calls sigaction once this
+ *                  thread's first epoll_create1 waits for that thread: no
+ *                  hang (an attach that waited holding the lock the
+ *                  handler's call takes never finished); N fresh
+ *                  processes;
  *   forksig N      another thread calls sigaction over and over while
  *                  this one forks N children, each of which makes the
  *                  first epoll: it loads the engine, and no child waits
@@ -39,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,6 +154,21 @@ static void WaitForIterations(int at_least_more_than[kThreads]) {
   }
 }
 
+/* The handler the kernel holds for sig, read past the interposer (a raw
+ * rt_sigaction is not interposed). */
+static void (*KernelHandler(int sig))(int) {
+  struct {
+    void (*handler)(int);
+    unsigned long flags;
+    void *restorer;
+    unsigned long mask;
+  } k;
+  if (syscall(SYS_rt_sigaction, sig, NULL, &k, sizeof k.mask) != 0) {
+    return NULL;
+  }
+  return k.handler;
+}
+
 static int RestoreOnce(void) {
   alarm(30);
   for (int i = 0; i < kThreads; ++i) signal(SIGRTMIN + i, OnSignal);
@@ -159,11 +183,17 @@ static int RestoreOnce(void) {
   WaitForIterations(seen); /* and went round after the attach */
   atomic_store(&g_stop, 1);
   for (int i = 0; i < kThreads; ++i) pthread_join(t[i], NULL);
+  int raw = 0; /* handlers the kernel calls directly: left unwrapped */
+  for (int i = 0; i < kThreads; ++i) {
+    raw += KernelHandler(SIGRTMIN + i) == OnSignal;
+  }
   for (int i = 0; i < kThreads; ++i) raise(SIGRTMIN + i);
   if (ep < 0 || !IsUepoll(ep) || atomic_load(&g_foreign) ||
-      atomic_load(&g_runs) != kThreads) {
-    fprintf(stderr, "FAIL: ep %d, foreign old action %d, handlers ran %d/%d\n",
-            ep, atomic_load(&g_foreign), atomic_load(&g_runs), kThreads);
+      atomic_load(&g_runs) != kThreads || raw != 0) {
+    fprintf(stderr,
+            "FAIL: ep %d, foreign old action %d, handlers ran %d/%d, "
+            "unwrapped %d\n",
+            ep, atomic_load(&g_foreign), atomic_load(&g_runs), kThreads, raw);
     return 1;
   }
   return 0;
@@ -298,9 +328,56 @@ static int HandlerCase(int n) {
   return 0;
 }
 
+/* ---- nested -------------------------------------------------------- */
+
+static atomic_int g_in_handler, g_started, g_handler_done;
+
+static void SigactionInHandler(int sig) {
+  (void)sig;
+  int saved = errno;
+  atomic_store(&g_in_handler, 1);
+  while (!atomic_load(&g_started)) sched_yield();
+  /* This thread's sigaction, interrupted, holds the attach back (which
+   * then sleeps); or it had left, and the attach finished and the main
+   * thread sleeps in pthread_join. */
+  while (!Asleep(g_main_tid)) sched_yield();
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  if (sigaction(SIGUSR2, &dfl, NULL) == 0) atomic_store(&g_handler_done, 1);
+  errno = saved;
+}
+
+static void *QueryUntilStopped(void *arg);
+
+static int NestedOnce(void) {
+  alarm(10);
+  g_main_tid = gettid();
+  /* Once now: the interposer's fopen looks libc's up at its first call,
+   * which would wait for the loader's lock the attach holds. */
+  (void)Asleep(g_main_tid);
+  signal(SIGUSR1, SigactionInHandler);
+  pthread_t t;
+  if (pthread_create(&t, NULL, QueryUntilStopped, NULL) != 0) return 1;
+  while (atomic_load(&g_queries) < 100) sched_yield();
+  pthread_kill(t, SIGUSR1);
+  while (!atomic_load(&g_in_handler)) sched_yield();
+  atomic_store(&g_started, 1);
+  int ep = epoll_create1(0);
+  atomic_store(&g_stop, 1);
+  pthread_join(t, NULL);
+  if (ep < 0 || !IsUepoll(ep) || !atomic_load(&g_handler_done)) {
+    fprintf(stderr, "FAIL: ep %d (uepoll %d), the handler's sigaction %d\n", ep,
+            ep >= 0 && IsUepoll(ep), atomic_load(&g_handler_done));
+    return 1;
+  }
+  close(ep);
+  return 0;
+}
+
 /* ---- forksig ------------------------------------------------------- */
 
-static void *QueryLoop(void *arg) {
+static void *QueryUntilStopped(void *arg) {
   (void)arg;
   struct sigaction cur;
   while (!atomic_load(&g_stop)) {
@@ -312,7 +389,7 @@ static void *QueryLoop(void *arg) {
 
 static int ForkSigCase(int n) {
   pthread_t t;
-  if (pthread_create(&t, NULL, QueryLoop, NULL) != 0) return 1;
+  if (pthread_create(&t, NULL, QueryUntilStopped, NULL) != 0) return 1;
   int failed = 0;
   for (int i = 0; i < n; ++i) {
     int at = atomic_load(&g_queries);
@@ -381,6 +458,11 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "handler") == 0) {
     int r = HandlerCase(atoi(argv[2]));
     if (r == 0) puts("PASS handler");
+    return r;
+  }
+  if (argc == 3 && strcmp(argv[1], "nested") == 0) {
+    int r = Repeat(atoi(argv[2]), NestedOnce);
+    if (r == 0) puts("PASS nested");
     return r;
   }
   if (argc == 3 && strcmp(argv[1], "forksig") == 0) {
