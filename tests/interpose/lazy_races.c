@@ -26,6 +26,12 @@
  *                  hang (an attach that waited holding the lock the
  *                  handler's call takes never finished); N fresh
  *                  processes;
+ *   inflight N     another thread's sigaction installs a handler and is
+ *                  held inside libc, before its system call, until this
+ *                  thread's first epoll_create1 is attaching the engine
+ *                  (a seccomp filter traps the call; the SIGSYS handler
+ *                  waits, then makes it): the attach waits for it, so the
+ *                  handler ends up wrapped; N fresh processes (x86-64);
  *   forksig N      another thread calls sigaction over and over while
  *                  this one forks N children, each of which makes the
  *                  first epoll: it loads the engine, and no child waits
@@ -38,17 +44,23 @@
 #endif
 #include <dlfcn.h>
 #include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 static int IsUepoll(int fd) {
@@ -375,6 +387,111 @@ static int NestedOnce(void) {
   return 0;
 }
 
+/* ---- inflight ------------------------------------------------------ */
+
+#if defined(__x86_64__)
+static atomic_int g_trapped;
+
+/* A system call past every library (the SIGSYS handler's). */
+static long RawSyscall4(long n, long a, long b, long c, long d) {
+  long r;
+  register long r10 __asm__("r10") = d;
+  __asm__ volatile("syscall"
+                   : "=a"(r)
+                   : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
+                   : "rcx", "r11", "memory");
+  return r;
+}
+
+/* The trapped rt_sigaction(SIGRTMIN, act, NULL): the first waits until
+ * the main thread sleeps (in the attach's wait for this call, or, had the
+ * attach not waited, in pthread_join), then each is made as asked, with
+ * an old-action pointer the filter lets through. */
+static void OnTrap(int sig, siginfo_t *si, void *ctx) {
+  (void)sig;
+  (void)si;
+  ucontext_t *uc = ctx;
+  if (atomic_exchange(&g_trapped, 1) == 0) {
+    while (!atomic_load(&g_started)) sched_yield();
+    while (!Asleep(g_main_tid)) sched_yield();
+  }
+  unsigned long old[4];
+  uc->uc_mcontext.gregs[REG_RAX] =
+      RawSyscall4(SYS_rt_sigaction, uc->uc_mcontext.gregs[REG_RDI],
+                  uc->uc_mcontext.gregs[REG_RSI], (long)old,
+                  uc->uc_mcontext.gregs[REG_R10]);
+}
+
+/* Traps rt_sigaction(SIGRTMIN, non-null act, NULL old) on every thread. */
+static int TrapInstallsOfSigrtmin(void) {
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 11),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_rt_sigaction, 0, 9),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)SIGRTMIN, 0, 7),
+      /* act: a stack or data address, never below 4 GiB here. */
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+               offsetof(struct seccomp_data, args) + 8 + 4),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 5, 0),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+               offsetof(struct seccomp_data, args) + 16),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+               offsetof(struct seccomp_data, args) + 16 + 4),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+  return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                      SECCOMP_FILTER_FLAG_TSYNC, &prog);
+}
+
+static void *InstallOnSignal(void *arg) {
+  (void)arg;
+  struct sigaction act;
+  memset(&act, 0, sizeof act);
+  act.sa_handler = OnSignal;
+  return (void *)(long)sigaction(SIGRTMIN, &act, NULL);
+}
+
+static int InflightOnce(void) {
+  alarm(10);
+  g_main_tid = gettid();
+  (void)Asleep(g_main_tid); /* fopen's look-up of libc, now (nested) */
+  struct sigaction trap;
+  memset(&trap, 0, sizeof trap);
+  trap.sa_sigaction = OnTrap;
+  trap.sa_flags = SA_SIGINFO;
+  if (sigaction(SIGSYS, &trap, NULL) != 0 || TrapInstallsOfSigrtmin() != 0) {
+    perror("FAIL: SIGSYS handler or seccomp filter");
+    return 1;
+  }
+  pthread_t t;
+  if (pthread_create(&t, NULL, InstallOnSignal, NULL) != 0) return 1;
+  while (!atomic_load(&g_trapped)) sched_yield();
+  atomic_store(&g_started, 1);
+  int ep = epoll_create1(0);
+  void *r = NULL;
+  pthread_join(t, &r);
+  int raw = KernelHandler(SIGRTMIN) == OnSignal;
+  raise(SIGRTMIN);
+  if (ep < 0 || !IsUepoll(ep) || r != NULL || raw ||
+      atomic_load(&g_runs) != 1) {
+    fprintf(stderr,
+            "FAIL: ep %d (uepoll %d), sigaction %ld, handler unwrapped %d, "
+            "ran %d\n",
+            ep, ep >= 0 && IsUepoll(ep), (long)r, raw, atomic_load(&g_runs));
+    return 1;
+  }
+  close(ep);
+  return 0;
+}
+#endif
+
 /* ---- forksig ------------------------------------------------------- */
 
 static void *QueryUntilStopped(void *arg) {
@@ -464,6 +581,16 @@ int main(int argc, char **argv) {
     int r = Repeat(atoi(argv[2]), NestedOnce);
     if (r == 0) puts("PASS nested");
     return r;
+  }
+  if (argc == 3 && strcmp(argv[1], "inflight") == 0) {
+#if defined(__x86_64__)
+    int r = Repeat(atoi(argv[2]), InflightOnce);
+    if (r == 0) puts("PASS inflight");
+    return r;
+#else
+    puts("SKIP inflight: x86-64 only");
+    return 77;
+#endif
   }
   if (argc == 3 && strcmp(argv[1], "forksig") == 0) {
     int r = ForkSigCase(atoi(argv[2]));
