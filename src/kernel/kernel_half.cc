@@ -409,8 +409,12 @@ UEPOLL_FORK_PATH int KernelHalf::RebuildInChild(bool copy) {
       DropInheritedLocked();
     }
   } else if (copy) {
+    // The second at the lowest free number above the first: where
+    // DupPrivateFd would put it (nothing else runs in the child), without
+    // its second read of RLIMIT_NOFILE.
     int a = DupPrivateFd(k);
-    int b = a >= 0 ? DupPrivateFd(k) : -1;
+    int b =
+        a >= 0 ? sys::Fcntl(k, F_DUPFD_CLOEXEC, static_cast<unsigned>(a)) : -1;
     if (b >= 0) {
       inherited2_ = b;
       inherited_.store(a, std::memory_order_release);

@@ -17,9 +17,18 @@ int SetFl(int fd, int fl) {
                                                                      : 0;
 }
 
+// The status flags of end i (0 the read end) that its kernel end carries:
+// O_NONBLOCK and O_ASYNC on both, O_DIRECT on the write end
+// (create_pipe_files sets packet mode there only).
+int WantedFlags(int i) {
+  return O_NONBLOCK | O_ASYNC | (i == 0 ? 0 : O_DIRECT);
+}
+
 }  // namespace
 
-int PipeInode::FillKernel(const int k[2]) {
+int PipeInode::FillKernel(const int k[2], int flags) {
+  // Each end's status flags as they are (pipe2's) and as they must be.
+  int cur[2] = {flags & O_NONBLOCK, flags & O_NONBLOCK};
   // One kernel slot per uepoll slot at most (a write of a slot's bytes
   // never spans two kernel slots), so the same capacity holds them all;
   // the write end is non-blocking, so a shortfall is an error, not a hang.
@@ -27,48 +36,56 @@ int PipeInode::FillKernel(const int k[2]) {
       sys::Fcntl(k[1], F_SETPIPE_SZ, max_usage_ * kPipePageSize) < 0) {
     return -errno;
   }
-  bool direct = false;
   for (unsigned i = tail_; i != head_; ++i) {
     const PipeBuf& b = Slot(i);
-    if (b.packet != direct) {
-      direct = b.packet;
-      if (int err = SetFl(k[1], O_NONBLOCK | (direct ? O_DIRECT : 0))) {
-        return err;
-      }
+    int want = O_NONBLOCK | (b.packet ? O_DIRECT : 0);
+    if (cur[1] != want) {
+      if (int err = SetFl(k[1], want)) return err;
+      cur[1] = want;
     }
     ssize_t n = sys::Write(k[1], b.page->bytes + b.offset, b.len);
     if (n < 0) return -errno;
     if (static_cast<size_t>(n) != b.len) return -EAGAIN;
   }
-  // Each end as the application left it (O_NONBLOCK on both, O_DIRECT on
-  // the write end: create_pipe_files sets packet mode there only).
+  // Each end as the application left it, with no call where it is so
+  // already.
   for (int i = 0; i < 2; ++i) {
     if (!end_[i]) continue;
-    uint32_t keep = O_NONBLOCK | O_ASYNC | (i == 0 ? 0 : O_DIRECT);
-    if (int err = SetFl(k[i], static_cast<int>(end_[i]->flags() & keep))) {
-      return err;
+    int want = static_cast<int>(end_[i]->flags() & WantedFlags(i));
+    if (want != cur[i]) {
+      if (int err = SetFl(k[i], want)) return err;
     }
   }
   return 0;
 }
 
+int PipeInode::KernelPipeFlags() const {
+  // Non-blocking while bytes are copied in (a shortfall is then an
+  // error, not a hang); else as the ends want it, if they agree.
+  if (tail_ != head_) return O_NONBLOCK;
+  int nonblock = O_NONBLOCK;
+  for (int i = 0; i < 2; ++i) {
+    if (end_[i] && !(end_[i]->flags() & O_NONBLOCK)) nonblock = 0;
+  }
+  return nonblock;
+}
+
 int PipeInode::Kernelize(ExportSession& s) {
   if (int err = s.Reserve(2)) return err;
-  int k[2];
-  if (KernelPipe2(k, O_CLOEXEC | O_NONBLOCK) < 0) return -errno;
   DrainedPages to_free;
   File* ends[2] = {nullptr, nullptr};
   int kfds[2] = {-1, -1};
   {
     MutexLock l(mu_);
-    if (exported_.load(kRelaxed)) {
-      // Converted before: the session only finishes what is left (a
-      // number that still names an end).
-      sys::Close(k[0]);
-      sys::Close(k[1]);
-      k[0] = k[1] = -1;
-    } else {
-      if (int err = FillKernel(k)) {
+    // Converted before: the session only finishes what is left (a number
+    // that still names an end). Else the kernel pipe is made here, with
+    // the status flags its ends want when they agree: an export before a
+    // fork makes no fcntl (BENCHMARKS.md, "Signals before the engine").
+    if (!exported_.load(kRelaxed)) {
+      int flags = KernelPipeFlags();
+      int k[2];
+      if (KernelPipe2(k, O_CLOEXEC | flags) < 0) return -errno;
+      if (int err = FillKernel(k, flags)) {
         sys::Close(k[0]);
         sys::Close(k[1]);
         return err;

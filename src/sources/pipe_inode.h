@@ -85,8 +85,11 @@ class PipeInode {
 
  private:
   PipeBuf& Slot(unsigned i) REQUIRES(mu_) { return bufs_[i & ring_mask_]; }
-  // Kernelize's copy into the kernel pipe k: 0 or -errno.
-  int FillKernel(const int k[2]) REQUIRES(mu_);
+  // Kernelize's copy into the kernel pipe k, made with status flags
+  // `flags` (KernelPipeFlags): 0 or -errno.
+  int FillKernel(const int k[2], int flags) REQUIRES(mu_);
+  // pipe2's status flags for that kernel pipe: O_NONBLOCK or 0.
+  int KernelPipeFlags() const REQUIRES(mu_);
   bool EmptyLocked() const REQUIRES(mu_) { return head_ == tail_; }
   bool FullLocked() const REQUIRES(mu_) { return head_ - tail_ >= max_usage_; }
   bool Readable() EXCLUDES(mu_) {

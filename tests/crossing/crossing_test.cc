@@ -77,6 +77,38 @@ TEST_F(Crossing, pipe__contents_flags_and_numbers_become_the_kernels) {
   ::close(dup);
 }
 
+// Each end's status flags carry over on their own, whether the two ends
+// agree or not, with bytes buffered or none (the kernel pipe is made with
+// the flags the ends agree on, and only an end that differs is set).
+TEST_F(Crossing, pipe__each_ends_status_flags_carry_over) {
+  for (int mask = 0; mask < 16; ++mask) {
+    SCOPED_TRACE(mask);
+    int want[2] = {mask & 1 ? O_NONBLOCK : 0,
+                   (mask & 2 ? O_NONBLOCK : 0) | (mask & 4 ? O_DIRECT : 0)};
+    bool data = mask & 8;
+    int p[2];
+    ASSERT_EQ(uepoll_pipe2(p, 0), 0);
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_EQ(uepoll_fcntl(p[i], F_SETFL, want[i]), 0);
+    }
+    if (data) {
+      ASSERT_EQ(uepoll_write(p[1], "abc", 3), 3);
+    }
+    ASSERT_EQ(uepoll_export_fd(p[0]), 0);
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_FALSE(uepoll_is_uepoll_fd(p[i]));
+      EXPECT_EQ(::fcntl(p[i], F_GETFL) & (O_NONBLOCK | O_DIRECT), want[i])
+          << "end " << i;
+    }
+    char buf[8];
+    if (data) {
+      EXPECT_EQ(::read(p[0], buf, sizeof buf), 3);
+    }
+    ::close(p[0]);
+    ::close(p[1]);
+  }
+}
+
 // O_DIRECT packets keep their boundaries, and a closed write end is EOF.
 TEST_F(Crossing, pipe__packets_and_a_closed_end) {
   int p[2];
