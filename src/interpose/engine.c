@@ -280,6 +280,15 @@ static void ForkChild(void) {
   }
 }
 
+/* This thread is loading the engine: a constructor it reaches meanwhile (a
+ * signal handler's) makes the kernel's object instead of loading from a
+ * context where dlopen is not safe. So does one reached from a handler
+ * that interrupted a sigaction in flight (t_early_sigactions): the attach
+ * would wait for that sigaction, which cannot leave before the handler
+ * returns. Set by the constructor too while it holds the load lock: a
+ * handler there would wait for that lock. */
+static __thread int t_loading __attribute__((tls_model("initial-exec")));
+
 __attribute__((constructor)) static void InterposerInit(void) {
   int saved_errno = errno;
   /* libc's table now, while the process has one thread: resolving it
@@ -289,22 +298,18 @@ __attribute__((constructor)) static void InterposerInit(void) {
   (void)Libc();
   pthread_atfork(NULL, NULL, ForkChild);
   char path[sizeof g_local_path];
+  t_loading = 1;
+  atomic_signal_fence(memory_order_seq_cst);
   SpinLock(&g_load_lock);
   g_constructed = 1;
   memcpy(path, g_local_path, sizeof path);
   g_local_path[0] = '\0';
   SpinUnlock(&g_load_lock);
+  atomic_signal_fence(memory_order_seq_cst);
+  t_loading = 0;
   if (path[0] != '\0') (void)dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
   errno = saved_errno;
 }
-
-/* This thread is loading the engine: a constructor it reaches meanwhile (a
- * signal handler's) makes the kernel's object instead of loading from a
- * context where dlopen is not safe. So does one reached from a handler
- * that interrupted a sigaction in flight (t_early_sigactions): the attach
- * would wait for that sigaction, which cannot leave before the handler
- * returns. */
-static __thread int t_loading;
 
 const struct uepoll_engine_calls *uepoll_interpose_load(void) {
   const struct uepoll_engine_calls *e = Engine();
