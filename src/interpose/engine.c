@@ -123,18 +123,35 @@ void uepoll_interpose_leave_early_sigaction(void) {
   --t_early_sigactions;
 }
 
+static void Complain(const char *what, const char *detail);
+
 /* The attach, with g_attaching set and before it takes the lock: the
  * sigactions of other threads that went to libc before they saw it have
  * left. Not under the lock: a handler that interrupted one of them may
  * itself call sigaction, which then takes the lock. One of this
  * thread's own (a handler that interrupted it made the engine come in, as
  * only a program that links libuepoll and dlopens in a handler could) is
- * not waited for: it would never leave. */
+ * not waited for: it would never leave.
+ *
+ * Nor is one still counted after about a second: a handler that left it
+ * with siglongjmp (sigaction is async-signal-safe, so POSIX allows it)
+ * left the count behind for good. Such a call makes no change to the
+ * kernel's actions any more; a live one that takes so long is one whose
+ * handler ran, and runs still, between its count and its system call: a
+ * few instructions wide (interpose.lazy.races.abandoned). */
 static void WaitForEarlySigactions(void) {
+  enum { kGiveUp = 64 + 10000 }; /* yields, then 50 us sleeps */
   for (unsigned spins = 0;
        atomic_load_explicit(&g_early_sigactions, memory_order_seq_cst) >
        t_early_sigactions;
        ++spins) {
+    if (spins == kGiveUp) {
+      Complain(
+          "a sigaction has been in flight for a second (left by a "
+          "signal handler's longjmp?); the engine attaches without it",
+          NULL);
+      return;
+    }
     Backoff(spins);
   }
 }

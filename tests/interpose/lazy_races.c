@@ -32,6 +32,11 @@
  *                  (a seccomp filter traps the call; the SIGSYS handler
  *                  waits, then makes it): the attach waits for it, so the
  *                  handler ends up wrapped; N fresh processes (x86-64);
+ *   abandoned N    a signal handler leaves this thread's sigaction with
+ *                  siglongjmp before its system call (a seccomp trap):
+ *                  another thread's first epoll_create1 still loads the
+ *                  engine, after about a second, and a handler installed
+ *                  then is wrapped; N fresh processes (x86-64);
  *   forksig N      another thread calls sigaction over and over while
  *                  this one forks N children, each of which makes the
  *                  first epoll: it loads the engine, and no child waits
@@ -50,6 +55,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -403,6 +409,16 @@ static long RawSyscall4(long n, long a, long b, long c, long d) {
   return r;
 }
 
+/* Makes the trapped call, with an old-action pointer the filter lets
+ * through, and returns its result. */
+static void MakeTrapped(ucontext_t *uc) {
+  unsigned long old[4];
+  uc->uc_mcontext.gregs[REG_RAX] =
+      RawSyscall4(SYS_rt_sigaction, uc->uc_mcontext.gregs[REG_RDI],
+                  uc->uc_mcontext.gregs[REG_RSI], (long)old,
+                  uc->uc_mcontext.gregs[REG_R10]);
+}
+
 /* The trapped rt_sigaction(SIGRTMIN, act, NULL): the first waits until
  * the main thread sleeps (in the attach's wait for this call, or, had the
  * attach not waited, in pthread_join), then each is made as asked, with
@@ -415,11 +431,7 @@ static void OnTrap(int sig, siginfo_t *si, void *ctx) {
     while (!atomic_load(&g_started)) sched_yield();
     while (!Asleep(g_main_tid)) sched_yield();
   }
-  unsigned long old[4];
-  uc->uc_mcontext.gregs[REG_RAX] =
-      RawSyscall4(SYS_rt_sigaction, uc->uc_mcontext.gregs[REG_RDI],
-                  uc->uc_mcontext.gregs[REG_RSI], (long)old,
-                  uc->uc_mcontext.gregs[REG_R10]);
+  MakeTrapped(uc);
 }
 
 /* Traps rt_sigaction(SIGRTMIN, non-null act, NULL old) on every thread. */
@@ -485,6 +497,66 @@ static int InflightOnce(void) {
             "FAIL: ep %d (uepoll %d), sigaction %ld, handler unwrapped %d, "
             "ran %d\n",
             ep, ep >= 0 && IsUepoll(ep), (long)r, raw, atomic_load(&g_runs));
+    return 1;
+  }
+  close(ep);
+  return 0;
+}
+#endif
+
+/* ---- abandoned ----------------------------------------------------- */
+
+#if defined(__x86_64__)
+static sigjmp_buf g_jump;
+static atomic_int g_jumped;
+
+/* The first trapped call is left: the handler jumps out of it, as a
+ * program's timeout handler may out of any async-signal-safe call. */
+static void JumpOutOfTrap(int sig, siginfo_t *si, void *ctx) {
+  (void)sig;
+  (void)si;
+  if (!atomic_exchange(&g_jumped, 1)) siglongjmp(g_jump, 1);
+  MakeTrapped(ctx);
+}
+
+static void *CreateEpoll(void *arg) {
+  (void)arg;
+  return (void *)(long)epoll_create1(0);
+}
+
+static int AbandonedOnce(void) {
+  alarm(20);
+  struct sigaction trap, act;
+  memset(&trap, 0, sizeof trap);
+  trap.sa_sigaction = JumpOutOfTrap;
+  trap.sa_flags = SA_SIGINFO;
+  memset(&act, 0, sizeof act);
+  act.sa_handler = OnSignal;
+  if (sigaction(SIGSYS, &trap, NULL) != 0 || TrapInstallsOfSigrtmin() != 0) {
+    perror("FAIL: SIGSYS handler or seccomp filter");
+    return 1;
+  }
+  if (sigsetjmp(g_jump, 1) == 0) {
+    sigaction(SIGRTMIN, &act, NULL);
+    fprintf(stderr, "FAIL: the trapped sigaction returned\n");
+    return 1;
+  }
+  /* Another thread's first epoll (this one's share of the count is left
+   * for good, and it makes the kernel's objects until the engine is in). */
+  pthread_t t;
+  void *r = NULL;
+  if (pthread_create(&t, NULL, CreateEpoll, NULL) != 0) return 1;
+  pthread_join(t, &r);
+  int ep = (int)(long)r;
+  int installed = sigaction(SIGRTMIN, &act, NULL);
+  int raw = KernelHandler(SIGRTMIN) == OnSignal;
+  raise(SIGRTMIN);
+  if (ep < 0 || !IsUepoll(ep) || installed != 0 || raw ||
+      atomic_load(&g_runs) != 1) {
+    fprintf(stderr,
+            "FAIL: ep %d (uepoll %d), sigaction %d, handler unwrapped %d, "
+            "ran %d\n",
+            ep, ep >= 0 && IsUepoll(ep), installed, raw, atomic_load(&g_runs));
     return 1;
   }
   close(ep);
@@ -592,6 +664,16 @@ int main(int argc, char **argv) {
     return 77;
 #endif
   }
+  if (argc == 3 && strcmp(argv[1], "abandoned") == 0) {
+#if defined(__x86_64__)
+    int r = Repeat(atoi(argv[2]), AbandonedOnce);
+    if (r == 0) puts("PASS abandoned");
+    return r;
+#else
+    puts("SKIP abandoned: x86-64 only");
+    return 77;
+#endif
+  }
   if (argc == 3 && strcmp(argv[1], "forksig") == 0) {
     int r = ForkSigCase(atoi(argv[2]));
     if (r == 0) puts("PASS forksig");
@@ -599,7 +681,7 @@ int main(int argc, char **argv) {
   }
   fprintf(stderr,
           "usage: %s dlopen PLUGIN | restore N | fork N | handler N | "
-          "forksig N\n",
+          "nested N | inflight N | abandoned N | forksig N\n",
           argv[0]);
   return 2;
 }
