@@ -40,7 +40,8 @@
  *   forksig N      another thread calls sigaction over and over while
  *                  this one forks N children, each of which makes the
  *                  first epoll: it loads the engine, and no child waits
- *                  for a sigaction of a thread it does not have.
+ *                  for a sigaction of a thread it does not have (until
+ *                  the attach gives up, and says so on stderr).
  * No sleeps: threads wait for each other's progress counters, and the
  * dlopen case polls the waiting thread's state in /proc. alarm() turns a
  * hang into a failure. */
@@ -606,7 +607,13 @@ static int ForkSigCase(int n) {
     pid_t pid = fork();
     if (pid == 0) {
       alarm(10);
+      FILE *err = tmpfile();
+      int saved_stderr = dup(2);
+      if (err == NULL || saved_stderr < 0 || dup2(fileno(err), 2) != 2) {
+        _exit(1);
+      }
       int ep = epoll_create1(0);
+      if (SaidGaveUp(err, saved_stderr)) _exit(1);
       _exit(ep >= 0 && IsUepoll(ep) ? 0 : 1);
     }
     int st;
