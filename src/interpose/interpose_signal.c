@@ -27,8 +27,9 @@ static int Sigaction(int sig, const struct sigaction *act,
   if (e) return e->uepoll_sigaction(sig, act, oldact);
   const struct uepoll_libc_calls *libc = Libc(); /* resolved outside it */
   if (uepoll_interpose_enter_early_sigaction()) {
-    /* No attach began before this call counted itself, and none can
-     * publish the engine before it leaves. */
+    /* No attach began before this call counted itself, and none
+     * publishes the engine before it leaves (or, one left by a handler's
+     * siglongjmp, for a second: engine.c). */
     int r = libc->sigaction(sig, act, oldact);
     uepoll_interpose_leave_early_sigaction(); /* keeps errno */
     return r;
