@@ -123,7 +123,14 @@ void uepoll_interpose_leave_early_sigaction(void) {
   --t_early_sigactions;
 }
 
-static void Complain(const char *what, const char *detail);
+/* One line on stderr, through libc's write (not the interposed one). */
+static void Complain(const char *what, const char *detail) {
+  char line[512];
+  int n = snprintf(line, sizeof line, "libuepoll-interpose: %s%s%s\n", what,
+                   detail ? ": " : "", detail ? detail : "");
+  if (n > (int)sizeof line - 1) n = (int)sizeof line - 1;
+  if (n > 0) (void)!Libc()->write(2, line, (size_t)n);
+}
 
 /* The attach, with g_attaching set and before it takes the lock: the
  * sigactions of other threads that went to libc before they saw it have
@@ -166,15 +173,6 @@ void uepoll_interpose_lock_handlers(sigset_t *saved) {
 void uepoll_interpose_unlock_handlers(const sigset_t *saved) {
   SpinUnlock(&g_handlers_lock);
   pthread_sigmask(SIG_SETMASK, saved, NULL);
-}
-
-/* One line on stderr, through libc's write (not the interposed one). */
-static void Complain(const char *what, const char *detail) {
-  char line[512];
-  int n = snprintf(line, sizeof line, "libuepoll-interpose: %s%s%s\n", what,
-                   detail ? ": " : "", detail ? detail : "");
-  if (n > (int)sizeof line - 1) n = (int)sizeof line - 1;
-  if (n > 0) (void)!Libc()->write(2, line, (size_t)n);
 }
 
 /* Every handler installed before the engine was in the process went to

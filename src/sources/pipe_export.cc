@@ -62,7 +62,7 @@ int PipeInode::FillKernel(const int k[2], int flags) {
 int PipeInode::KernelPipeFlags() const {
   // Non-blocking while bytes are copied in (a shortfall is then an
   // error, not a hang); else as the ends want it, if they agree.
-  if (tail_ != head_) return O_NONBLOCK;
+  if (!EmptyLocked()) return O_NONBLOCK;
   int nonblock = O_NONBLOCK;
   for (int i = 0; i < 2; ++i) {
     if (end_[i] && !(end_[i]->flags() & O_NONBLOCK)) nonblock = 0;

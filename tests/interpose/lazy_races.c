@@ -369,6 +369,14 @@ static void SigactionInHandler(int sig) {
 
 static void *QueryUntilStopped(void *arg);
 
+/* Sends stderr to a temporary file until SaidGaveUp reads it: 0, or -1. */
+static int CaptureStderr(FILE **err, int *saved_stderr) {
+  *err = tmpfile();
+  *saved_stderr = dup(2);
+  if (*err == NULL || *saved_stderr < 0) return -1;
+  return dup2(fileno(*err), 2) == 2 ? 0 : -1;
+}
+
 /* What the interposer said on stderr meanwhile: the attach's line for a
  * sigaction it gave up waiting for means it waited for the handler while
  * the handler waited for it. */
@@ -387,9 +395,9 @@ static int SaidGaveUp(FILE *err, int saved_stderr) {
 
 static int NestedOnce(void) {
   alarm(10);
-  FILE *err = tmpfile();
-  int saved_stderr = dup(2);
-  if (err == NULL || saved_stderr < 0 || dup2(fileno(err), 2) != 2) return 1;
+  FILE *err;
+  int saved_stderr;
+  if (CaptureStderr(&err, &saved_stderr) != 0) return 1;
   g_main_tid = gettid();
   /* Once now: the interposer's fopen looks libc's up at its first call,
    * which would wait for the loader's lock the attach holds. */
@@ -442,8 +450,7 @@ static void MakeTrapped(ucontext_t *uc) {
 
 /* The trapped rt_sigaction(SIGRTMIN, act, NULL): the first waits until
  * the main thread sleeps (in the attach's wait for this call, or, had the
- * attach not waited, in pthread_join), then each is made as asked, with
- * an old-action pointer the filter lets through. */
+ * attach not waited, in pthread_join), then each is made as asked. */
 static void OnTrap(int sig, siginfo_t *si, void *ctx) {
   (void)sig;
   (void)si;
@@ -455,8 +462,17 @@ static void OnTrap(int sig, siginfo_t *si, void *ctx) {
   MakeTrapped(uc);
 }
 
-/* Traps rt_sigaction(SIGRTMIN, non-null act, NULL old) on every thread. */
-static int TrapInstallsOfSigrtmin(void) {
+/* Traps rt_sigaction(SIGRTMIN, non-null act, NULL old) on every thread,
+ * into on_trap (a SIGSYS handler): 0, or -1 (said on stderr). */
+static int TrapInstallsOfSigrtmin(void (*on_trap)(int, siginfo_t *, void *)) {
+  struct sigaction trap;
+  memset(&trap, 0, sizeof trap);
+  trap.sa_sigaction = on_trap;
+  trap.sa_flags = SA_SIGINFO;
+  if (sigaction(SIGSYS, &trap, NULL) != 0) {
+    perror("FAIL: SIGSYS handler");
+    return -1;
+  }
   struct sock_filter f[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 11),
@@ -478,9 +494,13 @@ static int TrapInstallsOfSigrtmin(void) {
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
   struct sock_fprog prog = {sizeof f / sizeof f[0], f};
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
-  return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-                      SECCOMP_FILTER_FLAG_TSYNC, &prog);
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC,
+              &prog) != 0) {
+    perror("FAIL: seccomp filter");
+    return -1;
+  }
+  return 0;
 }
 
 static void *InstallOnSignal(void *arg) {
@@ -495,14 +515,7 @@ static int InflightOnce(void) {
   alarm(10);
   g_main_tid = gettid();
   (void)Asleep(g_main_tid); /* fopen's look-up of libc, now (nested) */
-  struct sigaction trap;
-  memset(&trap, 0, sizeof trap);
-  trap.sa_sigaction = OnTrap;
-  trap.sa_flags = SA_SIGINFO;
-  if (sigaction(SIGSYS, &trap, NULL) != 0 || TrapInstallsOfSigrtmin() != 0) {
-    perror("FAIL: SIGSYS handler or seccomp filter");
-    return 1;
-  }
+  if (TrapInstallsOfSigrtmin(OnTrap) != 0) return 1;
   pthread_t t;
   if (pthread_create(&t, NULL, InstallOnSignal, NULL) != 0) return 1;
   while (!atomic_load(&g_trapped)) sched_yield();
@@ -547,16 +560,10 @@ static void *CreateEpoll(void *arg) {
 
 static int AbandonedOnce(void) {
   alarm(20);
-  struct sigaction trap, act;
-  memset(&trap, 0, sizeof trap);
-  trap.sa_sigaction = JumpOutOfTrap;
-  trap.sa_flags = SA_SIGINFO;
+  struct sigaction act;
   memset(&act, 0, sizeof act);
   act.sa_handler = OnSignal;
-  if (sigaction(SIGSYS, &trap, NULL) != 0 || TrapInstallsOfSigrtmin() != 0) {
-    perror("FAIL: SIGSYS handler or seccomp filter");
-    return 1;
-  }
+  if (TrapInstallsOfSigrtmin(JumpOutOfTrap) != 0) return 1;
   if (sigsetjmp(g_jump, 1) == 0) {
     sigaction(SIGRTMIN, &act, NULL);
     fprintf(stderr, "FAIL: the trapped sigaction returned\n");
@@ -607,11 +614,9 @@ static int ForkSigCase(int n) {
     pid_t pid = fork();
     if (pid == 0) {
       alarm(10);
-      FILE *err = tmpfile();
-      int saved_stderr = dup(2);
-      if (err == NULL || saved_stderr < 0 || dup2(fileno(err), 2) != 2) {
-        _exit(1);
-      }
+      FILE *err;
+      int saved_stderr;
+      if (CaptureStderr(&err, &saved_stderr) != 0) _exit(1);
       int ep = epoll_create1(0);
       if (SaidGaveUp(err, saved_stderr)) _exit(1);
       _exit(ep >= 0 && IsUepoll(ep) ? 0 : 1);
@@ -656,55 +661,38 @@ static int Repeat(int n, int (*once)(void)) {
   return failed != 0;
 }
 
+/* The cases but dlopen: each runs once() in N fresh processes (Repeat),
+ * or run(N) itself; neither where it needs x86-64 (skipped). */
+static const struct {
+  const char *name;
+  int (*once)(void);
+  int (*run)(int n);
+} kCases[] = {
+    {"restore", RestoreOnce, NULL},   {"fork", ForkOnce, NULL},
+    {"handler", NULL, HandlerCase},   {"nested", NestedOnce, NULL},
+#if defined(__x86_64__)
+    {"inflight", InflightOnce, NULL}, {"abandoned", AbandonedOnce, NULL},
+#else
+    {"inflight", NULL, NULL},       {"abandoned", NULL, NULL},
+#endif
+    {"forksig", NULL, ForkSigCase},
+};
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "dlopen") == 0) {
     int r = DlopenCase(argv[2]);
     if (r == 0) puts("PASS dlopen");
     return r;
   }
-  if (argc == 3 && strcmp(argv[1], "restore") == 0) {
-    int r = Repeat(atoi(argv[2]), RestoreOnce);
-    if (r == 0) puts("PASS restore");
-    return r;
-  }
-  if (argc == 3 && strcmp(argv[1], "fork") == 0) {
-    int r = Repeat(atoi(argv[2]), ForkOnce);
-    if (r == 0) puts("PASS fork");
-    return r;
-  }
-  if (argc == 3 && strcmp(argv[1], "handler") == 0) {
-    int r = HandlerCase(atoi(argv[2]));
-    if (r == 0) puts("PASS handler");
-    return r;
-  }
-  if (argc == 3 && strcmp(argv[1], "nested") == 0) {
-    int r = Repeat(atoi(argv[2]), NestedOnce);
-    if (r == 0) puts("PASS nested");
-    return r;
-  }
-  if (argc == 3 && strcmp(argv[1], "inflight") == 0) {
-#if defined(__x86_64__)
-    int r = Repeat(atoi(argv[2]), InflightOnce);
-    if (r == 0) puts("PASS inflight");
-    return r;
-#else
-    puts("SKIP inflight: x86-64 only");
-    return 77;
-#endif
-  }
-  if (argc == 3 && strcmp(argv[1], "abandoned") == 0) {
-#if defined(__x86_64__)
-    int r = Repeat(atoi(argv[2]), AbandonedOnce);
-    if (r == 0) puts("PASS abandoned");
-    return r;
-#else
-    puts("SKIP abandoned: x86-64 only");
-    return 77;
-#endif
-  }
-  if (argc == 3 && strcmp(argv[1], "forksig") == 0) {
-    int r = ForkSigCase(atoi(argv[2]));
-    if (r == 0) puts("PASS forksig");
+  for (size_t i = 0; argc == 3 && i < sizeof kCases / sizeof kCases[0]; ++i) {
+    if (strcmp(argv[1], kCases[i].name) != 0) continue;
+    if (!kCases[i].once && !kCases[i].run) {
+      printf("SKIP %s: x86-64 only\n", kCases[i].name);
+      return 77;
+    }
+    int n = atoi(argv[2]);
+    int r = kCases[i].once ? Repeat(n, kCases[i].once) : kCases[i].run(n);
+    if (r == 0) printf("PASS %s\n", kCases[i].name);
     return r;
   }
   fprintf(stderr,
