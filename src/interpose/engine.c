@@ -84,6 +84,30 @@ static void Backoff(unsigned spins) {
   }
 }
 
+atomic_int uepoll_interpose_g_once[kOnces];
+
+void uepoll_interpose_once_slow(int which, void (*fn)(void)) {
+  atomic_int *once = &uepoll_interpose_g_once[which];
+  int expected = 0;
+  if (atomic_compare_exchange_strong_explicit(
+          once, &expected, 1, memory_order_acquire, memory_order_acquire)) {
+    fn();
+    atomic_store_explicit(once, 2, memory_order_release);
+    return;
+  }
+  /* Another thread runs it. Not Backoff: its sleep goes through libc's
+   * table, which may be what that thread is resolving. */
+  for (unsigned spins = 0;
+       atomic_load_explicit(once, memory_order_acquire) != 2; ++spins) {
+    if (spins < 64) {
+      sched_yield();
+    } else {
+      struct timespec pause = {0, 50 * 1000};
+      (void)nanosleep(&pause, NULL);
+    }
+  }
+}
+
 /* The two locks of this file are spin locks, held only across a few
  * calls or a copy. A fork child frees one that another thread of its
  * parent held by reading it, and writes it only if it was held
@@ -277,9 +301,17 @@ static atomic_int g_load_failed;
  * is freed (its holder does not exist; a handler the pass had already
  * wrapped stays wrapped: the engine's code is mapped). */
 static void ForkChild(void) {
-  if (Engine() != NULL) return;
   /* Reads first, and no call: a child on its way to exec then copies no
-   * page of this library's data and binds no symbol. */
+   * page of this library's data and binds no symbol. A set-up another
+   * thread was running is run again by the child's first caller. */
+  for (int i = 0; i < kOnces; ++i) {
+    int expected = 1;
+    if (atomic_load_explicit(&uepoll_interpose_g_once[i],
+                             memory_order_relaxed) == 1) {
+      atomic_compare_exchange_strong(&uepoll_interpose_g_once[i], &expected, 0);
+    }
+  }
+  if (Engine() != NULL) return;
   FreeInChild(&g_handlers_lock);
   FreeInChild(&g_load_lock);
   /* An attach another thread was in never finishes here; the sigactions

@@ -47,7 +47,6 @@
 /* ---- libc's definitions --------------------------------------------- */
 
 static struct uepoll_libc_calls g_libc;
-static pthread_once_t g_libc_once = PTHREAD_ONCE_INIT;
 
 /* A name libc lacks (an older glibc without epoll_pwait2) fails ENOSYS
  * instead of jumping to null. Every entry is called with its own
@@ -60,15 +59,23 @@ long uepoll_interpose_missing(void) {
 
 static void ResolveLibc(void) {
   /* The call that triggers this may succeed, and must then leave errno as
-   * it was: dlsym does not promise to. dlsym(RTLD_NEXT) from this object
-   * finds the first definition after it in the search order, libc's
-   * whether this library was preloaded or linked first. A sanitizer's
+   * it was: dlsym does not promise to. The next definition after this
+   * object (dlsym(RTLD_NEXT)'s answer, next_symbols.c) is libc's whether
+   * this library was preloaded or linked first. A sanitizer's
    * interceptors come before us, so uepoll's own calls to libc bypass them
    * (see README.md). */
   int saved_errno = errno;
+  static const char *const kNames[] = {
+#define UEPOLL_NAME(name) #name,
+      UEPOLL_LIBC_CALLS(UEPOLL_NAME)
+#undef UEPOLL_NAME
+  };
+  void *found[sizeof kNames / sizeof kNames[0]];
+  uepoll_interpose_next_symbols(kNames, found, sizeof kNames / sizeof *kNames);
+  size_t i = 0;
 #define UEPOLL_RESOLVE(name)                                                 \
   {                                                                          \
-    void *p = dlsym(RTLD_NEXT, #name);                                       \
+    void *p = found[i++];                                                    \
     if (p) {                                                                 \
       memcpy(&g_libc.name, &p, sizeof p); /* POSIX's dlsym contract */       \
     } else {                                                                 \
@@ -83,11 +90,11 @@ static void ResolveLibc(void) {
 
 /* Called by uepoll on each of its libc calls, and by the pass-throughs
  * below; the first call may come before this library's constructor (a
- * constructor of another library calling close()): pthread_once makes it
- * safe from any thread at any time. dlsym does not call the names we
- * define, so resolving cannot recurse. */
+ * constructor of another library calling close()): the once-guard makes it
+ * safe from any thread at any time. Resolving (next_symbols.c, dlsym)
+ * calls none of the names we define, so it cannot recurse. */
 EXPORT const struct uepoll_libc_calls *uepoll_interpose_libc(void) {
-  pthread_once(&g_libc_once, ResolveLibc);
+  Once(kOnceLibc, ResolveLibc);
   return &g_libc;
 }
 
@@ -106,7 +113,6 @@ const struct uepoll_libc_calls *uepoll_interpose_libc_calls(void) {
  * Every descriptor call still goes through uepoll, which passes the
  * kernel's descriptors on. */
 static unsigned g_kinds;
-static pthread_once_t g_kinds_once = PTHREAD_ONCE_INIT;
 
 static int WordIs(const char *w, size_t n, const char *name) {
   return strlen(name) == n && memcmp(w, name, n) == 0;
@@ -141,7 +147,7 @@ static void ParseKinds(void) {
 }
 
 int uepoll_interpose_uses(unsigned kind) {
-  pthread_once(&g_kinds_once, ParseKinds);
+  Once(kOnceKinds, ParseKinds);
   return (g_kinds & kind) != 0;
 }
 
@@ -534,7 +540,6 @@ static int Tcgets(int fd) {
 }
 EXPORT int isatty(int fd) { return Tcgets(fd) == 0; }
 static int (*g_tcgetattr)(int, struct termios *);
-static pthread_once_t g_tcgetattr_once = PTHREAD_ONCE_INIT;
 static void ResolveTcgetattr(void) {
   int saved_errno = errno;
   void *p = dlsym(RTLD_NEXT, "tcgetattr");
@@ -543,7 +548,7 @@ static void ResolveTcgetattr(void) {
 }
 EXPORT int tcgetattr(int fd, struct termios *t) {
   if (IsUepoll(fd)) return Tcgets(fd) == 0 ? 0 : -1;
-  pthread_once(&g_tcgetattr_once, ResolveTcgetattr);
+  Once(kOnceTcgetattr, ResolveTcgetattr);
   if (!g_tcgetattr) {
     errno = ENOSYS;
     return -1;

@@ -26,6 +26,30 @@
 const struct uepoll_libc_calls *uepoll_interpose_libc_calls(void);
 #define Libc() uepoll_interpose_libc_calls()
 
+/* The once-guards of this library's lazy set-up (engine.c): pthread_once
+ * without its futex wake, which glibc makes whenever the function
+ * returns, a system call in every process started under the interposer.
+ * A guard is 0 (not run), 1 (running) or 2 (done); a thread that finds it
+ * running waits its turn. A fork child finds a guard another thread of
+ * its parent was running at 0 again (ForkChild). Like pthread_once, a
+ * signal handler that reaches the guard its thread is running waits for
+ * good. */
+enum { kOnceLibc, kOnceKinds, kOnceNext, kOnceTcgetattr, kOnces };
+extern atomic_int uepoll_interpose_g_once[kOnces];
+void uepoll_interpose_once_slow(int which, void (*fn)(void));
+static inline void Once(int which, void (*fn)(void)) {
+  if (atomic_load_explicit(&uepoll_interpose_g_once[which],
+                           memory_order_acquire) != 2) {
+    uepoll_interpose_once_slow(which, fn);
+  }
+}
+
+/* out[i]: dlsym(RTLD_NEXT, names[i])'s answer from this library, null
+ * where it has none, found for all names in one walk over the loaded
+ * objects (next_symbols.c). errno may change. */
+void uepoll_interpose_next_symbols(const char *const *names, void **out,
+                                   size_t n);
+
 /* Stands in for a name libc lacks: fails ENOSYS (interpose.c). */
 long uepoll_interpose_missing(void);
 

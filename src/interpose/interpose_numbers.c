@@ -68,7 +68,6 @@ static struct {
   NUMBER_CALLS(MEMBER)
 #undef MEMBER
 } g_next;
-static pthread_once_t g_next_once = PTHREAD_ONCE_INIT;
 
 static void *MissingPointer(void) {
   errno = ENOSYS;
@@ -77,9 +76,17 @@ static void *MissingPointer(void) {
 
 static void ResolveNext(void) {
   int saved = errno;
+  static const char *const kNames[] = {
+#define NAME(ret, name, params) #name,
+      NUMBER_CALLS(NAME)
+#undef NAME
+  };
+  void *found[sizeof kNames / sizeof kNames[0]];
+  uepoll_interpose_next_symbols(kNames, found, sizeof kNames / sizeof *kNames);
+  size_t i = 0;
 #define RESOLVE(ret, name, params)                                           \
   {                                                                          \
-    void *p = dlsym(RTLD_NEXT, #name);                                       \
+    void *p = found[i++];                                                    \
     if (p) {                                                                 \
       memcpy(&g_next.name, &p, sizeof p);                                    \
     } else if (__builtin_types_compatible_p(ret, int)) {                     \
@@ -94,7 +101,7 @@ static void ResolveNext(void) {
   errno = saved;
 }
 
-#define Next() (pthread_once(&g_next_once, ResolveNext), &g_next)
+#define Next() (Once(kOnceNext, ResolveNext), &g_next)
 
 static FILE *FreshFile(FILE *f) {
   if (f) Fresh(fileno(f));

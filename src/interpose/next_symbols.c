@@ -1,0 +1,253 @@
+/* next_symbols.c: the next definitions of the names this library defines
+ * (libc's, as a rule), found by reading the loaded objects' symbol tables.
+ *
+ * dlsym(RTLD_NEXT, name) answers one name at a time, each under the
+ * dynamic loader's lock and its error catching: some 850 instructions a
+ * name, 57,000 for the 67 names of libc's table, paid by every process
+ * started under the interposer, most of which never load the engine
+ * (BENCHMARKS.md, "The interposer's start-up: one walk for libc's
+ * table"). One walk over the loaded objects answers every name: for each
+ * object after this library, in load order (dl_iterate_phdr, which holds
+ * the loader's list lock), the names not yet found are looked up in its
+ * GNU hash table with the rules dlsym applies to a name asked for without
+ * a version:
+ *  - a defined function (value not null) of global or weak binding;
+ *  - a symbol without a version, or of the base version, is taken at
+ *    once; else the one version that is not hidden, if the object has
+ *    exactly one (a library's default version of the name);
+ *  - the first object that has one answers.
+ *
+ * Load order is dlsym's search order for the objects loaded with the
+ * program, preloaded or needed, which is where this library belongs. What
+ * the walk cannot settle goes to dlsym itself:
+ *  - a name found nowhere, or found as an indirect function (its resolver
+ *    would run), a unique, thread-local or absolute symbol: that name;
+ *  - an object after this library without a GNU hash table, or this
+ *    library not found in the walk: every name;
+ *  - for each object that gave answers, dlsym is asked one of its names;
+ *    if the answers differ (this library was opened later by dlopen, and
+ *    an object after it is not where dlsym searches), every name.
+ *
+ * Neither this nor dlsym is async-signal-safe: the interposer resolves in
+ * its constructor, or once, under its own once-guards. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "interpose/interpose.h"
+
+/* A symbol's type and binding, in this process's ELF class. */
+#if __ELF_NATIVE_CLASS == 64
+#define SYM_TYPE ELF64_ST_TYPE
+#define SYM_BIND ELF64_ST_BIND
+#else
+#define SYM_TYPE ELF32_ST_TYPE
+#define SYM_BIND ELF32_ST_BIND
+#endif
+
+/* Room for the longest list a caller passes (interpose.c's 67 names);
+ * a longer one goes to dlsym whole. */
+enum { kMaxNames = 128 };
+
+/* What the walk settled for a name. */
+enum { kOpen = 0, kFound, kAskDlsym };
+
+struct Walk {
+  const char *const *names;
+  void **out;
+  size_t n;
+  size_t open; /* names still kOpen */
+  uint32_t hash[kMaxNames];
+  unsigned char state[kMaxNames];
+  /* Which object answered each name: the index of that object in the
+   * walk, for the check against dlsym. */
+  unsigned short from[kMaxNames];
+  unsigned short objects; /* objects visited after this library */
+  uintptr_t self;         /* an address in this library */
+  int past_self;
+  int give_up; /* every name to dlsym */
+};
+
+/* One loaded object's dynamic symbol table. */
+struct Object {
+  uintptr_t base;
+  const uint32_t *gnu_hash;
+  const ElfW(Sym) * symtab;
+  const char *strtab;
+  const ElfW(Half) * versym;
+};
+
+/* GNU hash of a name (the ELF GNU hash: h * 33 + c from 5381). */
+static uint32_t GnuHash(const char *name) {
+  uint32_t h = 5381;
+  for (const unsigned char *c = (const unsigned char *)name; *c; ++c) {
+    h = h * 33 + *c;
+  }
+  return h;
+}
+
+static int Contains(const struct dl_phdr_info *info, uintptr_t addr) {
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && addr - start < ph->p_memsz) return 1;
+  }
+  return 0;
+}
+
+/* A pointer in the dynamic section: glibc adds the load address in place
+ * where the section is writable, and leaves it where it is read-only (the
+ * vDSO's); an address below the object's base is one it left. */
+static uintptr_t DynPointer(ElfW(Addr) value, uintptr_t base) {
+  return value < base ? base + value : value;
+}
+
+/* 1 if the object's table was read; 0 if it has no GNU hash table. */
+static int ReadObject(const struct dl_phdr_info *info, struct Object *o) {
+  const ElfW(Dyn) *dyn = NULL;
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) {
+      dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    }
+  }
+  memset(o, 0, sizeof *o);
+  o->base = info->dlpi_addr;
+  if (dyn == NULL) return 0;
+  for (; dyn->d_tag != DT_NULL; ++dyn) {
+    uintptr_t p = DynPointer(dyn->d_un.d_ptr, o->base);
+    switch (dyn->d_tag) {
+      case DT_GNU_HASH:
+        o->gnu_hash = (const uint32_t *)p;
+        break;
+      case DT_SYMTAB:
+        o->symtab = (const ElfW(Sym) *)p;
+        break;
+      case DT_STRTAB:
+        o->strtab = (const char *)p;
+        break;
+      case DT_VERSYM:
+        o->versym = (const ElfW(Half) *)p;
+        break;
+      default:
+        break;
+    }
+  }
+  return o->gnu_hash != NULL && o->symtab != NULL && o->strtab != NULL;
+}
+
+/* Whether dlsym would consider the symbol at all (its check_match): a
+ * known type, and a value unless thread-local or absolute. */
+static int Considered(const ElfW(Sym) * s) {
+  unsigned type = SYM_TYPE(s->st_info);
+  unsigned allowed = 1u << STT_NOTYPE | 1u << STT_OBJECT | 1u << STT_FUNC |
+                     1u << STT_COMMON | 1u << STT_TLS | 1u << STT_GNU_IFUNC;
+  if (type >= 32 || !(allowed & (1u << type))) return 0;
+  return s->st_value != 0 || s->st_shndx == SHN_ABS || type == STT_TLS;
+}
+
+/* The symbol dlsym would take from this object for an unversioned name,
+ * or null if it takes none. */
+static const ElfW(Sym) *
+    FindIn(const struct Object *o, const char *name, uint32_t h) {
+  enum { kBits = sizeof(ElfW(Addr)) * 8 };
+  const uint32_t nbuckets = o->gnu_hash[0];
+  const uint32_t symoffset = o->gnu_hash[1];
+  const uint32_t bloom_size = o->gnu_hash[2];
+  const uint32_t bloom_shift = o->gnu_hash[3];
+  if (nbuckets == 0 || bloom_size == 0) return NULL;
+  const ElfW(Addr) *bloom = (const ElfW(Addr) *)(o->gnu_hash + 4);
+  const uint32_t *buckets = (const uint32_t *)(bloom + bloom_size);
+  const uint32_t *chain = buckets + nbuckets;
+  ElfW(Addr) word = bloom[(h / kBits) & (bloom_size - 1)];
+  ElfW(Addr) mask = (ElfW(Addr))1 << (h % kBits) |
+                    (ElfW(Addr))1 << ((h >> bloom_shift) % kBits);
+  if ((word & mask) != mask) return NULL;
+  uint32_t i = buckets[h % nbuckets];
+  if (i == 0 || i < symoffset) return NULL;
+  const ElfW(Sym) *versioned = NULL;
+  int versions = 0;
+  for (;; ++i) {
+    uint32_t h2 = chain[i - symoffset];
+    const ElfW(Sym) *s = &o->symtab[i];
+    if ((h | 1) == (h2 | 1) && Considered(s) &&
+        strcmp(o->strtab + s->st_name, name) == 0) {
+      if (o->versym == NULL || (o->versym[i] & 0x7fff) < 2) return s;
+      if (!(o->versym[i] & 0x8000) && versions++ == 0) versioned = s;
+    }
+    if (h2 & 1) break;
+  }
+  return versions == 1 ? versioned : NULL;
+}
+
+static int Visit(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  struct Walk *w = data;
+  if (!w->past_self) {
+    w->past_self = Contains(info, w->self);
+    return 0;
+  }
+  struct Object o;
+  if (!ReadObject(info, &o)) {
+    w->give_up = 1;
+    return 1;
+  }
+  unsigned short index = w->objects++;
+  for (size_t i = 0; i < w->n; ++i) {
+    if (w->state[i] != kOpen) continue;
+    const ElfW(Sym) *s = FindIn(&o, w->names[i], w->hash[i]);
+    if (s == NULL) continue;
+    unsigned bind = SYM_BIND(s->st_info);
+    if (bind != STB_GLOBAL && bind != STB_WEAK) {
+      if (bind == STB_GNU_UNIQUE) w->state[i] = kAskDlsym, --w->open;
+      continue; /* a local symbol: dlsym looks further */
+    }
+    --w->open;
+    if (SYM_TYPE(s->st_info) != STT_FUNC || s->st_shndx == SHN_ABS) {
+      w->state[i] = kAskDlsym;
+      continue;
+    }
+    w->state[i] = kFound;
+    w->from[i] = index;
+    w->out[i] = (void *)(o.base + s->st_value);
+  }
+  return w->open == 0;
+}
+
+/* dlsym's answer; errno is the caller's to keep. */
+static void *Dlsym(const char *name) { return dlsym(RTLD_NEXT, name); }
+
+/* out[i]: what dlsym(RTLD_NEXT, names[i]) answers from this library, null
+ * where it finds none. errno may change (the caller keeps its own). */
+void uepoll_interpose_next_symbols(const char *const *names, void **out,
+                                   size_t n) {
+  struct Walk w;
+  memset(&w, 0, sizeof w);
+  for (size_t i = 0; i < n; ++i) out[i] = NULL;
+  if (n <= kMaxNames) {
+    w.names = names;
+    w.out = out;
+    w.n = w.open = n;
+    w.self = (uintptr_t)&uepoll_interpose_next_symbols;
+    for (size_t i = 0; i < n; ++i) w.hash[i] = GnuHash(names[i]);
+    dl_iterate_phdr(Visit, &w);
+    /* For each object that answered, dlsym must agree on its first name. */
+    for (unsigned short obj = 0; !w.give_up && obj < w.objects; ++obj) {
+      for (size_t i = 0; i < n; ++i) {
+        if (w.state[i] == kFound && w.from[i] == obj) {
+          if (Dlsym(names[i]) != out[i]) w.give_up = 1;
+          break;
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (n > kMaxNames || w.give_up || !w.past_self || w.state[i] != kFound) {
+      out[i] = Dlsym(names[i]);
+    }
+  }
+}
