@@ -88,23 +88,37 @@ atomic_int uepoll_interpose_g_once[kOnces];
 
 void uepoll_interpose_once_slow(int which, void (*fn)(void)) {
   atomic_int *once = &uepoll_interpose_g_once[which];
-  int expected = 0;
-  if (atomic_compare_exchange_strong_explicit(
-          once, &expected, 1, memory_order_acquire, memory_order_acquire)) {
-    fn();
-    atomic_store_explicit(once, 2, memory_order_release);
-    return;
-  }
-  /* Another thread runs it. Not Backoff: its sleep goes through libc's
-   * table, which may be what that thread is resolving. */
-  for (unsigned spins = 0;
-       atomic_load_explicit(once, memory_order_acquire) != 2; ++spins) {
+  const int mine = (int)getpid() * 4 + 1;
+  int seen = 0;
+  for (unsigned spins = 0;; ++spins) {
+    if (seen == 0 || (seen != kOnceDone && seen != mine)) {
+      /* Not run, or its runner is not in this process (a fork child):
+       * this thread runs it. A child resolves with dlsym only. */
+      int expected = seen;
+      if (atomic_compare_exchange_strong_explicit(once, &expected, mine,
+                                                  memory_order_acquire,
+                                                  memory_order_acquire)) {
+        if (seen != 0) {
+          atomic_store_explicit(&uepoll_interpose_g_walk_unsafe, 1,
+                                memory_order_relaxed);
+        }
+        fn();
+        atomic_store_explicit(once, kOnceDone, memory_order_release);
+        return;
+      }
+      seen = expected;
+      continue;
+    }
+    if (seen == kOnceDone) return;
+    /* Another thread of this process runs it. Not Backoff: its sleep goes
+     * through libc's table, which may be what that thread is resolving. */
     if (spins < 64) {
       sched_yield();
     } else {
       struct timespec pause = {0, 50 * 1000};
       (void)nanosleep(&pause, NULL);
     }
+    seen = atomic_load_explicit(once, memory_order_acquire);
   }
 }
 
@@ -301,17 +315,9 @@ static atomic_int g_load_failed;
  * is freed (its holder does not exist; a handler the pass had already
  * wrapped stays wrapped: the engine's code is mapped). */
 static void ForkChild(void) {
-  /* Reads first, and no call: a child on its way to exec then copies no
-   * page of this library's data and binds no symbol. A set-up another
-   * thread was running is run again by the child's first caller. */
-  for (int i = 0; i < kOnces; ++i) {
-    int expected = 1;
-    if (atomic_load_explicit(&uepoll_interpose_g_once[i],
-                             memory_order_relaxed) == 1) {
-      atomic_compare_exchange_strong(&uepoll_interpose_g_once[i], &expected, 0);
-    }
-  }
   if (Engine() != NULL) return;
+  /* Reads first, and no call: a child on its way to exec then copies no
+   * page of this library's data and binds no symbol. */
   FreeInChild(&g_handlers_lock);
   FreeInChild(&g_load_lock);
   /* An attach another thread was in never finishes here; the sigactions
@@ -341,8 +347,11 @@ __attribute__((constructor)) static void InterposerInit(void) {
   /* libc's table now, while the process has one thread: resolving it
    * (dlsym) waits for the loader's lock, so a thread resolving it late
    * while another runs a library's constructor that calls here would
-   * wait for each other. */
+   * wait for each other. And before any fork: a child must not walk the
+   * loaded objects (next_symbols.c), so the names of the calls that
+   * return new numbers are resolved here too. */
   (void)Libc();
+  uepoll_interpose_resolve_numbers();
   pthread_atfork(NULL, NULL, ForkChild);
   char path[sizeof g_local_path];
   t_loading = 1;

@@ -26,29 +26,40 @@
 const struct uepoll_libc_calls *uepoll_interpose_libc_calls(void);
 #define Libc() uepoll_interpose_libc_calls()
 
-/* The once-guards of this library's lazy set-up (engine.c): pthread_once
+/* The once-guards of this library's set-up (engine.c): pthread_once
  * without its futex wake, which glibc makes whenever the function
  * returns, a system call in every process started under the interposer.
- * A guard is 0 (not run), 1 (running) or 2 (done); a thread that finds it
- * running waits its turn. A fork child finds a guard another thread of
- * its parent was running at 0 again (ForkChild). Like pthread_once, a
- * signal handler that reaches the guard its thread is running waits for
- * good. */
+ * A guard is 0 (not run), kOnceDone, or the running thread's process id
+ * times 4 plus 1. A thread that finds it running in its own process waits
+ * its turn; one that finds it running in another process (a fork child
+ * of a parent whose other thread was running it) takes it over, and then
+ * resolves with dlsym only (uepoll_interpose_g_walk_unsafe). Like
+ * pthread_once, a signal handler that reaches the guard its own thread is
+ * running waits for good. */
 enum { kOnceLibc, kOnceKinds, kOnceNext, kOnceTcgetattr, kOnces };
+enum { kOnceDone = 2 };
 extern atomic_int uepoll_interpose_g_once[kOnces];
 void uepoll_interpose_once_slow(int which, void (*fn)(void));
 static inline void Once(int which, void (*fn)(void)) {
   if (atomic_load_explicit(&uepoll_interpose_g_once[which],
-                           memory_order_acquire) != 2) {
+                           memory_order_acquire) != kOnceDone) {
     uepoll_interpose_once_slow(which, fn);
   }
 }
 
 /* out[i]: dlsym(RTLD_NEXT, names[i])'s answer from this library, null
  * where it has none, found for all names in one walk over the loaded
- * objects (next_symbols.c). errno may change. */
-void uepoll_interpose_next_symbols(const char *const *names, void **out,
-                                   size_t n);
+ * objects where that gives dlsym's answer (next_symbols.c). errno may
+ * change. Exported for tests/interpose/next_main.c; private to the
+ * interposer otherwise. */
+EXPORT void uepoll_interpose_next_symbols(const char *const *names, void **out,
+                                          size_t n);
+/* Resolves the next definitions of interpose_numbers.c's names, once. */
+void uepoll_interpose_resolve_numbers(void);
+
+/* Set in a fork child that must resolve after all: dl_iterate_phdr's lock
+ * may be held for good there (next_symbols.c). */
+extern atomic_int uepoll_interpose_g_walk_unsafe;
 
 /* Stands in for a name libc lacks: fails ENOSYS (interpose.c). */
 long uepoll_interpose_missing(void);

@@ -103,6 +103,10 @@ static void ResolveNext(void) {
 
 #define Next() (Once(kOnceNext, ResolveNext), &g_next)
 
+/* In the constructor, with libc's table: a fork child then never resolves
+ * (next_symbols.c). */
+void uepoll_interpose_resolve_numbers(void) { Once(kOnceNext, ResolveNext); }
+
 static FILE *FreshFile(FILE *f) {
   if (f) Fresh(fileno(f));
   return f;

@@ -9,34 +9,47 @@
  * table"). One walk over the loaded objects answers every name: for each
  * object after this library, in load order (dl_iterate_phdr, which holds
  * the loader's list lock), the names not yet found are looked up in its
- * GNU hash table with the rules dlsym applies to a name asked for without
- * a version:
- *  - a defined function (value not null) of global or weak binding;
+ * GNU hash table with the rules glibc 2.36 and later apply to a name
+ * asked of dlsym(RTLD_NEXT) without a version:
+ *  - a defined function (value not null), of global or weak binding and
+ *    default or protected visibility;
  *  - a symbol without a version, or of the base version, is taken at
  *    once; else the one version that is not hidden, if the object has
  *    exactly one (a library's default version of the name);
  *  - the first object that has one answers.
  *
  * Load order is dlsym's search order for the objects loaded with the
- * program, preloaded or needed, which is where this library belongs. What
- * the walk cannot settle goes to dlsym itself:
+ * program, preloaded or needed, which is where this library belongs. So
+ * the walk is trusted only where libc comes after this library in it (a
+ * library opened later by dlopen comes after libc, and dlsym searches its
+ * own dependencies in their order instead), and only on glibc 2.36 or
+ * later (before, dlsym(RTLD_NEXT) took a name's oldest version) without
+ * LD_DYNAMIC_WEAK (which makes dlsym look past a weak definition).
+ * Elsewhere every name goes to dlsym, and so does:
  *  - a name found nowhere, or found as an indirect function (its resolver
- *    would run), a unique, thread-local or absolute symbol: that name;
- *  - an object after this library without a GNU hash table, or this
- *    library not found in the walk: every name;
- *  - for each object that gave answers, dlsym is asked one of its names;
- *    if the answers differ (this library was opened later by dlopen, and
- *    an object after it is not where dlsym searches), every name.
+ *    would run), a unique, thread-local or absolute symbol;
+ *  - every name, if an object after this library has no GNU hash table or
+ *    a dynamic section the walk cannot place in its segments;
+ *  - every name, if dlsym disagrees with the walk on one name of any
+ *    object that answered (one after libc, opened later with dlopen and
+ *    outside dlsym's scope, defining a name libc lacks).
  *
- * Neither this nor dlsym is async-signal-safe: the interposer resolves in
- * its constructor, or once, under its own once-guards. */
+ * Neither this nor dlsym is async-signal-safe. The interposer resolves in
+ * its constructor (interpose.c, interpose_numbers.c), before any fork: a
+ * fork child must not walk, since glibc does not reset the list lock that
+ * dl_iterate_phdr holds, and another thread of its parent (an exception's
+ * unwinder) may have held it at the fork. A child that has to resolve
+ * after all (its parent forked while another thread was resolving) asks
+ * dlsym only (uepoll_interpose_once_slow). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <dlfcn.h>
 #include <elf.h>
+#include <gnu/libc-version.h>
 #include <link.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "interpose/interpose.h"
@@ -45,9 +58,11 @@
 #if __ELF_NATIVE_CLASS == 64
 #define SYM_TYPE ELF64_ST_TYPE
 #define SYM_BIND ELF64_ST_BIND
+#define SYM_VISIBILITY ELF64_ST_VISIBILITY
 #else
 #define SYM_TYPE ELF32_ST_TYPE
 #define SYM_BIND ELF32_ST_BIND
+#define SYM_VISIBILITY ELF32_ST_VISIBILITY
 #endif
 
 /* Room for the longest list a caller passes (interpose.c's 67 names);
@@ -69,7 +84,9 @@ struct Walk {
   unsigned short from[kMaxNames];
   unsigned short objects; /* objects visited after this library */
   uintptr_t self;         /* an address in this library */
+  uintptr_t libc;         /* an address in libc */
   int past_self;
+  int libc_after_self;
   int give_up; /* every name to dlsym */
 };
 
@@ -100,11 +117,22 @@ static int Contains(const struct dl_phdr_info *info, uintptr_t addr) {
   return 0;
 }
 
-/* A pointer in the dynamic section: glibc adds the load address in place
- * where the section is writable, and leaves it where it is read-only (the
- * vDSO's); an address below the object's base is one it left. */
-static uintptr_t DynPointer(ElfW(Addr) value, uintptr_t base) {
-  return value < base ? base + value : value;
+/* A pointer in the dynamic section, placed by the segment it falls in:
+ * glibc adds the load address in place where the section is writable,
+ * and leaves it where it is read-only (the vDSO's). 0 if it falls in
+ * neither form. */
+static uintptr_t DynPointer(const struct dl_phdr_info *info, ElfW(Addr) v) {
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    if (v - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz) return v;
+  }
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    if (v - ph->p_vaddr < ph->p_memsz) return info->dlpi_addr + v;
+  }
+  return 0;
 }
 
 /* 1 if the object's table was read; 0 if it has no GNU hash table. */
@@ -119,7 +147,12 @@ static int ReadObject(const struct dl_phdr_info *info, struct Object *o) {
   o->base = info->dlpi_addr;
   if (dyn == NULL) return 0;
   for (; dyn->d_tag != DT_NULL; ++dyn) {
-    uintptr_t p = DynPointer(dyn->d_un.d_ptr, o->base);
+    if (dyn->d_tag != DT_GNU_HASH && dyn->d_tag != DT_SYMTAB &&
+        dyn->d_tag != DT_STRTAB && dyn->d_tag != DT_VERSYM) {
+      continue;
+    }
+    uintptr_t p = DynPointer(info, dyn->d_un.d_ptr);
+    if (p == 0) return 0;
     switch (dyn->d_tag) {
       case DT_GNU_HASH:
         o->gnu_hash = (const uint32_t *)p;
@@ -191,6 +224,7 @@ static int Visit(struct dl_phdr_info *info, size_t size, void *data) {
     w->past_self = Contains(info, w->self);
     return 0;
   }
+  if (Contains(info, w->libc)) w->libc_after_self = 1;
   struct Object o;
   if (!ReadObject(info, &o)) {
     w->give_up = 1;
@@ -206,6 +240,8 @@ static int Visit(struct dl_phdr_info *info, size_t size, void *data) {
       if (bind == STB_GNU_UNIQUE) w->state[i] = kAskDlsym, --w->open;
       continue; /* a local symbol: dlsym looks further */
     }
+    unsigned visibility = SYM_VISIBILITY(s->st_other);
+    if (visibility == STV_HIDDEN || visibility == STV_INTERNAL) continue;
     --w->open;
     if (SYM_TYPE(s->st_info) != STT_FUNC || s->st_shndx == SHN_ABS) {
       w->state[i] = kAskDlsym;
@@ -221,20 +257,36 @@ static int Visit(struct dl_phdr_info *info, size_t size, void *data) {
 /* dlsym's answer; errno is the caller's to keep. */
 static void *Dlsym(const char *name) { return dlsym(RTLD_NEXT, name); }
 
-/* out[i]: what dlsym(RTLD_NEXT, names[i]) answers from this library, null
- * where it finds none. errno may change (the caller keeps its own). */
-void uepoll_interpose_next_symbols(const char *const *names, void **out,
-                                   size_t n) {
+/* glibc 2.36 or later, whose dlsym(RTLD_NEXT) takes a name's default
+ * version, as the walk does. */
+static int WalkAgreesWithThisLibc(void) {
+  const char *v = gnu_get_libc_version();
+  char *end;
+  long major = strtol(v, &end, 10);
+  long minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
+  return (major > 2 || (major == 2 && minor >= 36)) &&
+         getenv("LD_DYNAMIC_WEAK") == NULL;
+}
+
+atomic_int uepoll_interpose_g_walk_unsafe;
+
+EXPORT void uepoll_interpose_next_symbols(const char *const *names, void **out,
+                                          size_t n) {
   struct Walk w;
   memset(&w, 0, sizeof w);
   for (size_t i = 0; i < n; ++i) out[i] = NULL;
-  if (n <= kMaxNames) {
+  if (n <= kMaxNames &&
+      !atomic_load_explicit(&uepoll_interpose_g_walk_unsafe,
+                            memory_order_relaxed) &&
+      WalkAgreesWithThisLibc()) {
     w.names = names;
     w.out = out;
     w.n = w.open = n;
     w.self = (uintptr_t)&uepoll_interpose_next_symbols;
+    w.libc = (uintptr_t)&gnu_get_libc_version;
     for (size_t i = 0; i < n; ++i) w.hash[i] = GnuHash(names[i]);
     dl_iterate_phdr(Visit, &w);
+    if (!w.libc_after_self) w.give_up = 1;
     /* For each object that answered, dlsym must agree on its first name. */
     for (unsigned short obj = 0; !w.give_up && obj < w.objects; ++obj) {
       for (size_t i = 0; i < n; ++i) {
@@ -244,9 +296,11 @@ void uepoll_interpose_next_symbols(const char *const *names, void **out,
         }
       }
     }
+  } else {
+    w.give_up = 1;
   }
   for (size_t i = 0; i < n; ++i) {
-    if (n > kMaxNames || w.give_up || !w.past_self || w.state[i] != kFound) {
+    if (w.give_up || !w.past_self || w.state[i] != kFound) {
       out[i] = Dlsym(names[i]);
     }
   }

@@ -1,22 +1,38 @@
 /* The interposer's table of libc's definitions, found by one walk over
  * the loaded objects' symbol tables (src/interpose/next_symbols.c), and
  * its once-guards (src/interpose/engine.c). Run with
- * LD_PRELOAD="<interposer>:next_probe.so[:next_shim.so][:next_hold.so]":
+ * LD_PRELOAD="<interposer>:next_probe.so[:next_shim.so][:next_hold.so]"
+ * (the dlopen and plugin cases preload nothing):
  *   table        every entry of the table is what dlsym(RTLD_NEXT) finds
  *                after the interposer (next_probe.so asks it from there),
  *                a name it finds nowhere the interposer's stand-in;
  *   shim         as table, and the entries next_shim.so defines are its
  *                own: lseek's default version, not its hidden one;
  *                fsync's resolved target, not its resolver; dup;
- *   forkonce     a thread's first openat is held inside the walk of its
- *                set-up (next_hold.so's dl_iterate_phdr) while this
- *                thread forks: the child's own first openat finishes
- *                (a guard left "running" in the child waited for good),
- *                and so does the held thread's once let go;
+ *   forkonce     UEPOLL_INTERPOSE=none: a thread's first eventfd is held
+ *                inside the set-up of its once-guard (next_hold.so's
+ *                getenv) while this thread forks: the child's own first
+ *                eventfd finishes (a guard left running by a thread the
+ *                child does not have waited for good), and so does the
+ *                held thread's once let go;
+ *   forkwalk     a thread sits inside dl_iterate_phdr (holding the
+ *                loader's list lock, which glibc does not reset in a
+ *                child) while this thread forks: the child's first
+ *                openat finishes (a child that walked the loaded objects
+ *                to resolve it waited for good);
  *   dlopen I S   not preloaded: opens the interposer I, then S
  *                (next_shim.so), each RTLD_LOCAL, and calls I's openat:
  *                libc's opens, not S's, which is after I in load order
- *                but not where dlsym(RTLD_NEXT) looks from I.
+ *                but not where dlsym(RTLD_NEXT) looks from I;
+ *   check S      opens S (next_shim.so) RTLD_LOCAL, then asks the walk
+ *                for read and for a name only S defines: the walk finds
+ *                S's, dlsym does not, so the walk's answers are dropped;
+ *   plugin Y P   not preloaded: opens Y (next_y.so), then P
+ *                (next_plugin.so, which needs the interposer, Y and
+ *                next_shim.so in that order), each RTLD_LOCAL: the
+ *                interposer's lseek is Y's, first among P's dependencies
+ *                after it, though next_shim.so's comes after it in load
+ *                order and Y's before.
  * alarm() turns a hang into a failure. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -24,11 +40,14 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -119,13 +138,45 @@ static void Shim(void) {
         ObjectOf(entry));
 }
 
-static void *HeldOpen(void *arg) {
+static void *Sym(void *handle, const char *name) {
+  void *p = dlsym(handle, name);
+  if (p == NULL) {
+    fprintf(stderr, "%s: %s\n", name, dlerror());
+    exit(2);
+  }
+  return p;
+}
+
+/* Waits up to ten seconds for a fork child to exit 0; one that does not
+ * is killed and fails the case. */
+static void ExpectChildExits(pid_t pid, const char *what) {
+  CHECK(pid > 0, "fork: %s", strerror(errno));
+  if (pid <= 0) return;
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  int status = 0;
+  pid_t r;
+  while ((r = waitpid(pid, &status, WNOHANG)) == 0) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec >= 10) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      CHECK(0, "the child's %s still waits after 10 s", what);
+      return;
+    }
+    sched_yield();
+  }
+  CHECK(r == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "the child's %s: status %d", what, status);
+}
+
+static void *HeldEventfd(void *arg) {
   (void)arg;
   void (*hold)(void);
-  void *p = Need("next_hold_my_next_walk");
+  void *p = Need("next_hold_my_next_getenv");
   memcpy(&hold, &p, sizeof p);
   hold();
-  int fd = openat(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC);
+  int fd = eventfd(0, EFD_CLOEXEC);
   if (fd >= 0) close(fd);
   return (void *)(long)(fd >= 0);
 }
@@ -138,46 +189,101 @@ static void ForkOnce(void) {
   p = Need("next_hold_release");
   memcpy(&release, &p, sizeof p);
   pthread_t thread;
-  if (pthread_create(&thread, NULL, HeldOpen, NULL) != 0) {
+  if (pthread_create(&thread, NULL, HeldEventfd, NULL) != 0) {
     fprintf(stderr, "pthread_create failed\n");
     exit(2);
   }
-  /* Until the thread is inside its set-up's walk (alarm() bounds it: a
-   * set-up done before the thread's openat never holds). */
+  /* Until the thread is inside its guard's set-up (alarm() bounds it: a
+   * guard done before the thread's eventfd never holds). */
   while (!held()) sched_yield();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = eventfd(0, EFD_CLOEXEC);
+    _exit(fd >= 0 ? 0 : 3);
+  }
+  ExpectChildExits(pid, "first eventfd");
+  release();
+  void *ok = NULL;
+  pthread_join(thread, &ok);
+  CHECK(ok != NULL, "the held thread's eventfd failed");
+}
+
+static atomic_int g_in_walk, g_walk_released;
+
+static int Park(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)info, (void)size, (void)data;
+  atomic_store(&g_in_walk, 1);
+  while (!atomic_load(&g_walk_released)) sched_yield();
+  return 1;
+}
+
+static void *Walk(void *arg) {
+  (void)arg;
+  dl_iterate_phdr(Park, NULL);
+  return NULL;
+}
+
+static void ForkWalk(void) {
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, Walk, NULL) != 0) {
+    fprintf(stderr, "pthread_create failed\n");
+    exit(2);
+  }
+  while (!atomic_load(&g_in_walk)) sched_yield();
   pid_t pid = fork();
   if (pid == 0) {
     int fd = openat(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC);
     _exit(fd >= 0 ? 0 : 3);
   }
-  CHECK(pid > 0, "fork: %s", strerror(errno));
-  int status = -1;
-  if (pid > 0) {
-    /* Ten seconds for the child; a child that waits for the guard for
-     * good is killed and fails the case. */
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    pid_t r;
-    while ((r = waitpid(pid, &status, WNOHANG)) == 0) {
-      clock_gettime(CLOCK_MONOTONIC, &now);
-      if (now.tv_sec - start.tv_sec >= 10) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        CHECK(0, "the child's first openat still waits after 10 s");
-        status = 0;
-        break;
-      }
-      sched_yield();
-    }
-    if (r == pid) {
-      CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-            "the child's openat: status %d", status);
-    }
+  ExpectChildExits(pid, "first openat");
+  atomic_store(&g_walk_released, 1);
+  pthread_join(thread, NULL);
+}
+
+static void Check(const char *shim) {
+  void *s = dlopen(shim, RTLD_NOW | RTLD_LOCAL);
+  if (s == NULL) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    exit(2);
   }
-  release();
-  void *ok = NULL;
-  pthread_join(thread, &ok);
-  CHECK(ok != NULL, "the held thread's openat failed");
+  void (*next)(const char *const *, void **, size_t);
+  void *(*probe)(const char *);
+  void *p = Need("uepoll_interpose_next_symbols");
+  memcpy(&next, &p, sizeof p);
+  p = Need("next_probe");
+  memcpy(&probe, &p, sizeof p);
+  static const char *const kNames[] = {"read", "next_shim_dup"};
+  void *out[2];
+  next(kNames, out, 2);
+  CHECK(out[0] == probe("read"), "read: %p (%s)", out[0], ObjectOf(out[0]));
+  CHECK(out[1] == NULL, "next_shim_dup: %p (%s), which dlsym does not find",
+        out[1], ObjectOf(out[1]));
+}
+
+static void Plugin(const char *y, const char *plugin) {
+  void *yh = dlopen(y, RTLD_NOW | RTLD_LOCAL);
+  void *ph = yh ? dlopen(plugin, RTLD_NOW | RTLD_LOCAL) : NULL;
+  if (yh == NULL || ph == NULL) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    exit(2);
+  }
+  const struct uepoll_libc_calls *(*libc)(void);
+  void *(*y_lseek)(void);
+  void *(*shim_dup)(void);
+  void *p = Sym(ph, "uepoll_interpose_libc");
+  memcpy(&libc, &p, sizeof p);
+  p = Sym(yh, "next_y_lseek");
+  memcpy(&y_lseek, &p, sizeof p);
+  p = Sym(ph, "next_shim_dup");
+  memcpy(&shim_dup, &p, sizeof p);
+  const struct uepoll_libc_calls *t = libc();
+  void *entry;
+  memcpy(&entry, &t->lseek, sizeof entry);
+  CHECK(entry == y_lseek(), "lseek: %p (%s), not next_y.so's", entry,
+        ObjectOf(entry));
+  memcpy(&entry, &t->dup, sizeof entry);
+  CHECK(entry == shim_dup(), "dup: %p (%s), not next_shim.so's", entry,
+        ObjectOf(entry));
 }
 
 static void Dlopened(const char *interposer, const char *shim) {
@@ -214,10 +320,19 @@ int main(int argc, char **argv) {
     Shim();
   } else if (strcmp(mode, "forkonce") == 0) {
     ForkOnce();
+  } else if (strcmp(mode, "forkwalk") == 0) {
+    ForkWalk();
   } else if (strcmp(mode, "dlopen") == 0 && argc == 4) {
     Dlopened(argv[2], argv[3]);
+  } else if (strcmp(mode, "check") == 0 && argc == 3) {
+    Check(argv[2]);
+  } else if (strcmp(mode, "plugin") == 0 && argc == 4) {
+    Plugin(argv[2], argv[3]);
   } else {
-    fprintf(stderr, "usage: %s table|shim|forkonce|dlopen I S\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s table|shim|forkonce|forkwalk|dlopen I S|check S|plugin "
+            "Y P\n",
+            argv[0]);
     return 2;
   }
   printf("next (%s): %s\n", mode, failures ? "FAILED" : "passed");
