@@ -49,7 +49,7 @@
 #include <gnu/libc-version.h>
 #include <link.h>
 #include <stdint.h>
-#include <stdlib.h>
+#include <stdlib.h> /* getenv */
 #include <string.h>
 
 #include "interpose/interpose.h"
@@ -257,13 +257,21 @@ static int Visit(struct dl_phdr_info *info, size_t size, void *data) {
 /* dlsym's answer; errno is the caller's to keep. */
 static void *Dlsym(const char *name) { return dlsym(RTLD_NEXT, name); }
 
+/* A decimal number at *s, which is moved past it. By hand: this may run
+ * inside a sanitizer's start-up (its calls to libc's names reach the
+ * interposer), where its strtol refuses to be called. */
+static long Number(const char **s) {
+  long n = 0;
+  while (**s >= '0' && **s <= '9') n = n * 10 + (*(*s)++ - '0');
+  return n;
+}
+
 /* glibc 2.36 or later, whose dlsym(RTLD_NEXT) takes a name's default
  * version, as the walk does. */
 static int WalkAgreesWithThisLibc(void) {
   const char *v = gnu_get_libc_version();
-  char *end;
-  long major = strtol(v, &end, 10);
-  long minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
+  long major = Number(&v);
+  long minor = *v == '.' ? (++v, Number(&v)) : 0;
   return (major > 2 || (major == 2 && minor >= 36)) &&
          getenv("LD_DYNAMIC_WEAK") == NULL;
 }
