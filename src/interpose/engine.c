@@ -88,37 +88,24 @@ atomic_int uepoll_interpose_g_once[kOnces];
 
 void uepoll_interpose_once_slow(int which, void (*fn)(void)) {
   atomic_int *once = &uepoll_interpose_g_once[which];
-  const int mine = (int)getpid() * 4 + 1;
-  int seen = 0;
-  for (unsigned spins = 0;; ++spins) {
-    if (seen == 0 || (seen != kOnceDone && seen != mine)) {
-      /* Not run, or its runner is not in this process (a fork child):
-       * this thread runs it. A child resolves with dlsym only. */
-      int expected = seen;
-      if (atomic_compare_exchange_strong_explicit(once, &expected, mine,
-                                                  memory_order_acquire,
-                                                  memory_order_acquire)) {
-        if (seen != 0) {
-          atomic_store_explicit(&uepoll_interpose_g_walk_unsafe, 1,
-                                memory_order_relaxed);
-        }
-        fn();
-        atomic_store_explicit(once, kOnceDone, memory_order_release);
-        return;
-      }
-      seen = expected;
-      continue;
-    }
-    if (seen == kOnceDone) return;
-    /* Another thread of this process runs it. Not Backoff: its sleep goes
-     * through libc's table, which may be what that thread is resolving. */
+  int expected = 0;
+  if (atomic_compare_exchange_strong_explicit(once, &expected, kOnceRunning,
+                                              memory_order_acquire,
+                                              memory_order_acquire)) {
+    fn();
+    atomic_store_explicit(once, kOnceDone, memory_order_release);
+    return;
+  }
+  /* Another thread runs it. Not Backoff: its sleep goes through libc's
+   * table, which may be what that thread is resolving. */
+  for (unsigned spins = 0;
+       atomic_load_explicit(once, memory_order_acquire) != kOnceDone; ++spins) {
     if (spins < 64) {
       sched_yield();
     } else {
       struct timespec pause = {0, 50 * 1000};
       (void)nanosleep(&pause, NULL);
     }
-    seen = atomic_load_explicit(once, memory_order_acquire);
   }
 }
 
@@ -315,9 +302,20 @@ static atomic_int g_load_failed;
  * is freed (its holder does not exist; a handler the pass had already
  * wrapped stays wrapped: the engine's code is mapped). */
 static void ForkChild(void) {
-  if (Engine() != NULL) return;
   /* Reads first, and no call: a child on its way to exec then copies no
-   * page of this library's data and binds no symbol. */
+   * page of this library's data and binds no symbol. A set-up another
+   * thread was running is run again by the child's first caller, with
+   * dlsym only (next_symbols.c). */
+  for (int i = 0; i < kOnces; ++i) {
+    if (atomic_load_explicit(&uepoll_interpose_g_once[i],
+                             memory_order_relaxed) == kOnceRunning) {
+      atomic_store_explicit(&uepoll_interpose_g_once[i], 0,
+                            memory_order_relaxed);
+      atomic_store_explicit(&uepoll_interpose_g_walk_unsafe, 1,
+                            memory_order_relaxed);
+    }
+  }
+  if (Engine() != NULL) return;
   FreeInChild(&g_handlers_lock);
   FreeInChild(&g_load_lock);
   /* An attach another thread was in never finishes here; the sigactions

@@ -29,15 +29,18 @@ const struct uepoll_libc_calls *uepoll_interpose_libc_calls(void);
 /* The once-guards of this library's set-up (engine.c): pthread_once
  * without its futex wake, which glibc makes whenever the function
  * returns, a system call in every process started under the interposer.
- * A guard is 0 (not run), kOnceDone, or the running thread's process id
- * times 4 plus 1. A thread that finds it running in its own process waits
- * its turn; one that finds it running in another process (a fork child
- * of a parent whose other thread was running it) takes it over, and then
- * resolves with dlsym only (uepoll_interpose_g_walk_unsafe). Like
- * pthread_once, a signal handler that reaches the guard its own thread is
- * running waits for good. */
+ * A guard is 0 (not run), kOnceRunning or kOnceDone; a thread that finds
+ * it running waits its turn. A fork child finds a guard another thread of
+ * its parent was running at 0 again, and resolves with dlsym only
+ * (ForkChild, uepoll_interpose_g_walk_unsafe). libc's table and the
+ * numbers' names are resolved in the constructor, so only the kinds and
+ * tcgetattr can be running at a fork after it; a child handler registered
+ * before the interposer's that reaches one of those then waits for good
+ * (pthread_once counts forks in fork() itself). Like pthread_once, a
+ * signal handler that reaches the guard its own thread is running waits
+ * for good. */
 enum { kOnceLibc, kOnceKinds, kOnceNext, kOnceTcgetattr, kOnces };
-enum { kOnceDone = 2 };
+enum { kOnceRunning = 1, kOnceDone = 2 };
 extern atomic_int uepoll_interpose_g_once[kOnces];
 void uepoll_interpose_once_slow(int which, void (*fn)(void));
 static inline void Once(int which, void (*fn)(void)) {

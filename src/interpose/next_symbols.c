@@ -40,7 +40,7 @@
  * dl_iterate_phdr holds, and another thread of its parent (an exception's
  * unwinder) may have held it at the fork. A child that has to resolve
  * after all (its parent forked while another thread was resolving) asks
- * dlsym only (uepoll_interpose_once_slow). */
+ * dlsym only (engine.c, ForkChild). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
