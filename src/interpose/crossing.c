@@ -153,7 +153,9 @@ EXPORT pid_t fork(void) {
     Engine()->uepoll_export_all(0);
     errno = saved;
   }
-  return Next_fork()();
+  pid_t pid = Next_fork()();
+  if (pid == 0) uepoll_interpose_fork_child();
+  return pid;
 }
 
 /* _Fork is the fork a signal handler may call: no lookups beyond its own
@@ -164,7 +166,9 @@ EXPORT pid_t _Fork(void) {
     Engine()->uepoll_export_all(0);
     errno = saved;
   }
-  return Next__Fork()();
+  pid_t pid = Next__Fork()();
+  if (pid == 0) uepoll_interpose_fork_child();
+  return pid;
 }
 
 /* vfork as fork, the parent held until the child execs or exits: a
@@ -176,7 +180,9 @@ EXPORT pid_t vfork(void) {
   if (Next_pipe2()(p, O_CLOEXEC) != 0) {
     ResolveChildCalls();
     errno = saved;
-    return Next_fork()();
+    pid_t pid = Next_fork()();
+    if (pid == 0) uepoll_interpose_fork_child();
+    return pid;
   }
   pid_t pid = fork(); /* converts, as above */
   int err = errno;

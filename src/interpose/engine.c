@@ -109,6 +109,24 @@ void uepoll_interpose_once_slow(int which, void (*fn)(void)) {
   }
 }
 
+/* A guard not done in the parent: the fork came before the constructor
+ * (another library's constructor forked), and another thread may have
+ * been running it, or inside dl_iterate_phdr, whose lock glibc does not
+ * reset in a child. The child runs the set-up again, with dlsym only. */
+void uepoll_interpose_fork_child(void) {
+  for (int i = 0; i < kOnces; ++i) {
+    int state =
+        atomic_load_explicit(&uepoll_interpose_g_once[i], memory_order_relaxed);
+    if (state == kOnceDone) continue;
+    atomic_store_explicit(&uepoll_interpose_g_walk_unsafe, 1,
+                          memory_order_relaxed);
+    if (state == kOnceRunning) {
+      atomic_store_explicit(&uepoll_interpose_g_once[i], 0,
+                            memory_order_relaxed);
+    }
+  }
+}
+
 /* The two locks of this file are spin locks, held only across a few
  * calls or a copy. A fork child frees one that another thread of its
  * parent held by reading it, and writes it only if it was held
@@ -302,20 +320,9 @@ static atomic_int g_load_failed;
  * is freed (its holder does not exist; a handler the pass had already
  * wrapped stays wrapped: the engine's code is mapped). */
 static void ForkChild(void) {
-  /* Reads first, and no call: a child on its way to exec then copies no
-   * page of this library's data and binds no symbol. A set-up another
-   * thread was running is run again by the child's first caller, with
-   * dlsym only (next_symbols.c). */
-  for (int i = 0; i < kOnces; ++i) {
-    if (atomic_load_explicit(&uepoll_interpose_g_once[i],
-                             memory_order_relaxed) == kOnceRunning) {
-      atomic_store_explicit(&uepoll_interpose_g_once[i], 0,
-                            memory_order_relaxed);
-      atomic_store_explicit(&uepoll_interpose_g_walk_unsafe, 1,
-                            memory_order_relaxed);
-    }
-  }
   if (Engine() != NULL) return;
+  /* Reads first, and no call: a child on its way to exec then copies no
+   * page of this library's data and binds no symbol. */
   FreeInChild(&g_handlers_lock);
   FreeInChild(&g_load_lock);
   /* An attach another thread was in never finishes here; the sigactions
@@ -350,6 +357,7 @@ __attribute__((constructor)) static void InterposerInit(void) {
    * return new numbers are resolved here too. */
   (void)Libc();
   uepoll_interpose_resolve_numbers();
+  (void)Uses(kEpoll); /* the kinds: no set-up is left for later */
   pthread_atfork(NULL, NULL, ForkChild);
   char path[sizeof g_local_path];
   t_loading = 1;

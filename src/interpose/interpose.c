@@ -57,6 +57,10 @@ long uepoll_interpose_missing(void) {
   return -1;
 }
 
+/* libc's tcgetattr, for the interposer's own (not in the engine's table):
+ * resolved with it. */
+static int (*g_tcgetattr)(int, struct termios *);
+
 static void ResolveLibc(void) {
   /* The call that triggers this may succeed, and must then leave errno as
    * it was: dlsym does not promise to. The next definition after this
@@ -69,7 +73,7 @@ static void ResolveLibc(void) {
 #define UEPOLL_NAME(name) #name,
       UEPOLL_LIBC_CALLS(UEPOLL_NAME)
 #undef UEPOLL_NAME
-  };
+          "tcgetattr"};
   void *found[sizeof kNames / sizeof kNames[0]];
   uepoll_interpose_next_symbols(kNames, found, sizeof kNames / sizeof *kNames);
   size_t i = 0;
@@ -85,6 +89,7 @@ static void ResolveLibc(void) {
   }
   UEPOLL_LIBC_CALLS(UEPOLL_RESOLVE)
 #undef UEPOLL_RESOLVE
+  memcpy(&g_tcgetattr, &found[i], sizeof found[i]);
   errno = saved_errno;
 }
 
@@ -539,16 +544,9 @@ static int Tcgets(int fd) {
   return ENGINE_OR(uepoll_ioctl(fd, TCGETS, &t), Libc()->ioctl(fd, TCGETS, &t));
 }
 EXPORT int isatty(int fd) { return Tcgets(fd) == 0; }
-static int (*g_tcgetattr)(int, struct termios *);
-static void ResolveTcgetattr(void) {
-  int saved_errno = errno;
-  void *p = dlsym(RTLD_NEXT, "tcgetattr");
-  memcpy(&g_tcgetattr, &p, sizeof p); /* POSIX's dlsym contract */
-  errno = saved_errno;
-}
 EXPORT int tcgetattr(int fd, struct termios *t) {
   if (IsUepoll(fd)) return Tcgets(fd) == 0 ? 0 : -1;
-  Once(kOnceTcgetattr, ResolveTcgetattr);
+  (void)Libc(); /* resolves g_tcgetattr too */
   if (!g_tcgetattr) {
     errno = ENOSYS;
     return -1;

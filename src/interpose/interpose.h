@@ -30,16 +30,13 @@ const struct uepoll_libc_calls *uepoll_interpose_libc_calls(void);
  * without its futex wake, which glibc makes whenever the function
  * returns, a system call in every process started under the interposer.
  * A guard is 0 (not run), kOnceRunning or kOnceDone; a thread that finds
- * it running waits its turn. A fork child finds a guard another thread of
- * its parent was running at 0 again, and resolves with dlsym only
- * (ForkChild, uepoll_interpose_g_walk_unsafe). libc's table and the
- * numbers' names are resolved in the constructor, so only the kinds and
- * tcgetattr can be running at a fork after it; a child handler registered
- * before the interposer's that reaches one of those then waits for good
- * (pthread_once counts forks in fork() itself). Like pthread_once, a
- * signal handler that reaches the guard its own thread is running waits
- * for good. */
-enum { kOnceLibc, kOnceKinds, kOnceNext, kOnceTcgetattr, kOnces };
+ * it running waits its turn. Each runs in the constructor, if not before
+ * it; a fork child of a process that had one left (a fork made by another
+ * library's constructor) finds a guard another thread was running at 0
+ * again, and resolves with dlsym only (uepoll_interpose_fork_child). Like
+ * pthread_once, a signal handler that reaches the guard its own thread is
+ * running waits for good. */
+enum { kOnceLibc, kOnceKinds, kOnceNext, kOnces };
 enum { kOnceRunning = 1, kOnceDone = 2 };
 extern atomic_int uepoll_interpose_g_once[kOnces];
 void uepoll_interpose_once_slow(int which, void (*fn)(void));
@@ -59,6 +56,10 @@ EXPORT void uepoll_interpose_next_symbols(const char *const *names, void **out,
                                           size_t n);
 /* Resolves the next definitions of interpose_numbers.c's names, once. */
 void uepoll_interpose_resolve_numbers(void);
+
+/* In a fork child made through this library (fork, _Fork, vfork), first
+ * thing: reads only, unless a set-up was not done in the parent. */
+void uepoll_interpose_fork_child(void);
 
 /* Set in a fork child that must resolve after all: dl_iterate_phdr's lock
  * may be held for good there (next_symbols.c). */

@@ -34,13 +34,16 @@
  *    object that answered (one after libc, opened later with dlopen and
  *    outside dlsym's scope, defining a name libc lacks).
  *
+ * An auditor (LD_AUDIT, DT_AUDIT, DT_DEPAUDIT) may redirect what dlsym
+ * answers (la_symbind): with one, every name goes to dlsym too.
+ *
  * Neither this nor dlsym is async-signal-safe. The interposer resolves in
- * its constructor (interpose.c, interpose_numbers.c), before any fork: a
- * fork child must not walk, since glibc does not reset the list lock that
- * dl_iterate_phdr holds, and another thread of its parent (an exception's
- * unwinder) may have held it at the fork. A child that has to resolve
- * after all (its parent forked while another thread was resolving) asks
- * dlsym only (engine.c, ForkChild). */
+ * its constructor (interpose.c, interpose_numbers.c), before any fork it
+ * sees: a fork child must not walk, since glibc does not reset the list
+ * lock that dl_iterate_phdr holds, and another thread of its parent (an
+ * exception's unwinder) may have held it at the fork. A child of a fork
+ * made before the constructor (by another library's constructor) asks
+ * dlsym only (engine.c, uepoll_interpose_fork_child). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -135,6 +138,19 @@ static uintptr_t DynPointer(const struct dl_phdr_info *info, ElfW(Addr) v) {
   return 0;
 }
 
+/* Whether the object names an auditor (DT_AUDIT, DT_DEPAUDIT). */
+static int NamesAuditor(const struct dl_phdr_info *info) {
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+    if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
+    const ElfW(Dyn) *dyn =
+        (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    for (; dyn->d_tag != DT_NULL; ++dyn) {
+      if (dyn->d_tag == DT_AUDIT || dyn->d_tag == DT_DEPAUDIT) return 1;
+    }
+  }
+  return 0;
+}
+
 /* 1 if the object's table was read; 0 if it has no GNU hash table. */
 static int ReadObject(const struct dl_phdr_info *info, struct Object *o) {
   const ElfW(Dyn) *dyn = NULL;
@@ -220,6 +236,10 @@ static const ElfW(Sym) *
 static int Visit(struct dl_phdr_info *info, size_t size, void *data) {
   (void)size;
   struct Walk *w = data;
+  if (NamesAuditor(info)) {
+    w->give_up = 1;
+    return 1;
+  }
   if (!w->past_self) {
     w->past_self = Contains(info, w->self);
     return 0;
@@ -267,13 +287,14 @@ static long Number(const char **s) {
 }
 
 /* glibc 2.36 or later, whose dlsym(RTLD_NEXT) takes a name's default
- * version, as the walk does. */
+ * version, as the walk does; no LD_DYNAMIC_WEAK and no auditor named in
+ * the environment. */
 static int WalkAgreesWithThisLibc(void) {
   const char *v = gnu_get_libc_version();
   long major = Number(&v);
   long minor = *v == '.' ? (++v, Number(&v)) : 0;
   return (major > 2 || (major == 2 && minor >= 36)) &&
-         getenv("LD_DYNAMIC_WEAK") == NULL;
+         getenv("LD_DYNAMIC_WEAK") == NULL && getenv("LD_AUDIT") == NULL;
 }
 
 atomic_int uepoll_interpose_g_walk_unsafe;

@@ -1,20 +1,15 @@
 /* The interposer's table of libc's definitions, found by one walk over
- * the loaded objects' symbol tables (src/interpose/next_symbols.c), and
- * its once-guards (src/interpose/engine.c). Run with
- * LD_PRELOAD="<interposer>:next_probe.so[:next_shim.so][:next_hold.so]"
- * (the dlopen and plugin cases preload nothing):
+ * the loaded objects' symbol tables (src/interpose/next_symbols.c); the
+ * once-guards at a fork are next_ctor_main.c's. Run with
+ * LD_PRELOAD="<interposer>:next_probe.so[:next_shim.so]" (the dlopen and
+ * plugin cases preload nothing; interpose.next.audit runs table under an
+ * auditor, next_audit.so, that binds dup to its own function):
  *   table        every entry of the table is what dlsym(RTLD_NEXT) finds
  *                after the interposer (next_probe.so asks it from there),
  *                a name it finds nowhere the interposer's stand-in;
  *   shim         as table, and the entries next_shim.so defines are its
  *                own: lseek's default version, not its hidden one;
  *                fsync's resolved target, not its resolver; dup;
- *   forkonce     UEPOLL_INTERPOSE=none: a thread's first eventfd is held
- *                inside the set-up of its once-guard (next_hold.so's
- *                getenv) while this thread forks: the child's own first
- *                eventfd finishes (a guard left running by a thread the
- *                child does not have waited for good), and so does the
- *                held thread's once let go;
  *   forkwalk     a thread sits inside dl_iterate_phdr (holding the
  *                loader's list lock, which glibc does not reset in a
  *                child) while this thread forks: the child's first
@@ -47,7 +42,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -170,44 +164,6 @@ static void ExpectChildExits(pid_t pid, const char *what) {
         "the child's %s: status %d", what, status);
 }
 
-static void *HeldEventfd(void *arg) {
-  (void)arg;
-  void (*hold)(void);
-  void *p = Need("next_hold_my_next_getenv");
-  memcpy(&hold, &p, sizeof p);
-  hold();
-  int fd = eventfd(0, EFD_CLOEXEC);
-  if (fd >= 0) close(fd);
-  return (void *)(long)(fd >= 0);
-}
-
-static void ForkOnce(void) {
-  int (*held)(void);
-  void (*release)(void);
-  void *p = Need("next_hold_held");
-  memcpy(&held, &p, sizeof p);
-  p = Need("next_hold_release");
-  memcpy(&release, &p, sizeof p);
-  pthread_t thread;
-  if (pthread_create(&thread, NULL, HeldEventfd, NULL) != 0) {
-    fprintf(stderr, "pthread_create failed\n");
-    exit(2);
-  }
-  /* Until the thread is inside its guard's set-up (alarm() bounds it: a
-   * guard done before the thread's eventfd never holds). */
-  while (!held()) sched_yield();
-  pid_t pid = fork();
-  if (pid == 0) {
-    int fd = eventfd(0, EFD_CLOEXEC);
-    _exit(fd >= 0 ? 0 : 3);
-  }
-  ExpectChildExits(pid, "first eventfd");
-  release();
-  void *ok = NULL;
-  pthread_join(thread, &ok);
-  CHECK(ok != NULL, "the held thread's eventfd failed");
-}
-
 static atomic_int g_in_walk, g_walk_released;
 
 static int Park(struct dl_phdr_info *info, size_t size, void *data) {
@@ -318,8 +274,6 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "shim") == 0) {
     Table();
     Shim();
-  } else if (strcmp(mode, "forkonce") == 0) {
-    ForkOnce();
   } else if (strcmp(mode, "forkwalk") == 0) {
     ForkWalk();
   } else if (strcmp(mode, "dlopen") == 0 && argc == 4) {
@@ -330,7 +284,7 @@ int main(int argc, char **argv) {
     Plugin(argv[2], argv[3]);
   } else {
     fprintf(stderr,
-            "usage: %s table|shim|forkonce|forkwalk|dlopen I S|check S|plugin "
+            "usage: %s table|shim|forkwalk|dlopen I S|check S|plugin "
             "Y P\n",
             argv[0]);
     return 2;
