@@ -68,7 +68,7 @@
 #define SYM_VISIBILITY ELF32_ST_VISIBILITY
 #endif
 
-/* Room for the longest list a caller passes (interpose.c's 67 names);
+/* Room for the longest list a caller passes (interpose.c's 68 names);
  * a longer one goes to dlsym whole. */
 enum { kMaxNames = 128 };
 
@@ -111,13 +111,21 @@ static uint32_t GnuHash(const char *name) {
   return h;
 }
 
-static int Contains(const struct dl_phdr_info *info, uintptr_t addr) {
+/* Whether addr falls in one of the object's segments, placed at bias:
+ * its load address, or 0 for the addresses its own headers hold. */
+static int InSegment(const struct dl_phdr_info *info, uintptr_t addr,
+                     uintptr_t bias) {
   for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    uintptr_t start = info->dlpi_addr + ph->p_vaddr;
-    if (ph->p_type == PT_LOAD && addr - start < ph->p_memsz) return 1;
+    if (ph->p_type == PT_LOAD && addr - (bias + ph->p_vaddr) < ph->p_memsz) {
+      return 1;
+    }
   }
   return 0;
+}
+
+static int Contains(const struct dl_phdr_info *info, uintptr_t addr) {
+  return InSegment(info, addr, info->dlpi_addr);
 }
 
 /* A pointer in the dynamic section, placed by the segment it falls in:
@@ -125,40 +133,33 @@ static int Contains(const struct dl_phdr_info *info, uintptr_t addr) {
  * and leaves it where it is read-only (the vDSO's). 0 if it falls in
  * neither form. */
 static uintptr_t DynPointer(const struct dl_phdr_info *info, ElfW(Addr) v) {
-  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD) continue;
-    if (v - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz) return v;
-  }
-  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD) continue;
-    if (v - ph->p_vaddr < ph->p_memsz) return info->dlpi_addr + v;
-  }
+  if (Contains(info, v)) return v;
+  if (InSegment(info, v, 0)) return info->dlpi_addr + v;
   return 0;
+}
+
+/* The object's dynamic section, or null. */
+static const ElfW(Dyn) * DynamicOf(const struct dl_phdr_info *info) {
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) {
+      return (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    }
+  }
+  return NULL;
 }
 
 /* Whether the object names an auditor (DT_AUDIT, DT_DEPAUDIT). */
 static int NamesAuditor(const struct dl_phdr_info *info) {
-  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
-    if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
-    const ElfW(Dyn) *dyn =
-        (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-    for (; dyn->d_tag != DT_NULL; ++dyn) {
-      if (dyn->d_tag == DT_AUDIT || dyn->d_tag == DT_DEPAUDIT) return 1;
-    }
+  for (const ElfW(Dyn) *dyn = DynamicOf(info); dyn && dyn->d_tag != DT_NULL;
+       ++dyn) {
+    if (dyn->d_tag == DT_AUDIT || dyn->d_tag == DT_DEPAUDIT) return 1;
   }
   return 0;
 }
 
 /* 1 if the object's table was read; 0 if it has no GNU hash table. */
 static int ReadObject(const struct dl_phdr_info *info, struct Object *o) {
-  const ElfW(Dyn) *dyn = NULL;
-  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
-    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) {
-      dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-    }
-  }
+  const ElfW(Dyn) *dyn = DynamicOf(info);
   memset(o, 0, sizeof *o);
   o->base = info->dlpi_addr;
   if (dyn == NULL) return 0;
