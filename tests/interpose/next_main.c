@@ -10,6 +10,10 @@
  *   shim         as table, and the entries next_shim.so defines are its
  *                own: lseek's default version, not its hidden one;
  *                fsync's resolved target, not its resolver; dup;
+ *   weak         as table, preloaded with next_weak.so: dup is its own;
+ *                fsync, which it defines weak, its own too, or libc's
+ *                where LD_DYNAMIC_WEAK is set; fdatasync, which it has
+ *                as a hidden symbol, libc's;
  *   forkwalk     a thread sits inside dl_iterate_phdr (holding the
  *                loader's list lock, which glibc does not reset in a
  *                child) while this thread forks: the child's first
@@ -130,6 +134,33 @@ static void Shim(void) {
   memcpy(&entry, &t->dup, sizeof entry);
   CHECK(entry == ShimWants("next_shim_dup"), "dup: %p (%s)", entry,
         ObjectOf(entry));
+}
+
+static void *Entry(void *const *slot) {
+  void *entry;
+  memcpy(&entry, slot, sizeof entry);
+  return entry;
+}
+
+static void Weak(void) {
+  const struct uepoll_libc_calls *(*libc)(void);
+  void *p = Need("uepoll_interpose_libc");
+  memcpy(&libc, &p, sizeof p);
+  const struct uepoll_libc_calls *t = libc();
+  void *entry = Entry((void *const *)&t->dup);
+  CHECK(entry == ShimWants("next_weak_dup"), "dup: %p (%s)", entry,
+        ObjectOf(entry));
+  entry = Entry((void *const *)&t->fsync);
+  if (getenv("LD_DYNAMIC_WEAK") != NULL) {
+    CHECK(entry != ShimWants("next_weak_fsync"),
+          "fsync: next_weak.so's weak one, under LD_DYNAMIC_WEAK");
+  } else {
+    CHECK(entry == ShimWants("next_weak_fsync"), "fsync: %p (%s)", entry,
+          ObjectOf(entry));
+  }
+  entry = Entry((void *const *)&t->fdatasync);
+  CHECK(entry != ShimWants("next_weak_fdatasync"),
+        "fdatasync: next_weak.so's hidden one");
 }
 
 static void *Sym(void *handle, const char *name) {
@@ -274,6 +305,9 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "shim") == 0) {
     Table();
     Shim();
+  } else if (strcmp(mode, "weak") == 0) {
+    Table();
+    Weak();
   } else if (strcmp(mode, "forkwalk") == 0) {
     ForkWalk();
   } else if (strcmp(mode, "dlopen") == 0 && argc == 4) {
@@ -284,7 +318,7 @@ int main(int argc, char **argv) {
     Plugin(argv[2], argv[3]);
   } else {
     fprintf(stderr,
-            "usage: %s table|shim|forkwalk|dlopen I S|check S|plugin "
+            "usage: %s table|shim|weak|forkwalk|dlopen I S|check S|plugin "
             "Y P\n",
             argv[0]);
     return 2;
