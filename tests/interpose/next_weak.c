@@ -7,7 +7,7 @@
  *  - fsync a weak definition: the one, unless LD_DYNAMIC_WEAK is set, where
  *    dlsym looks on for a global one (libc's fsync is global; its dup2,
  *    like many of its calls, is weak, and the first weak one stays);
- *  - fdatasync made hidden after the link (tools/elf-hide, run by the
+ *  - fdatasync made hidden after the link (elf_hide.c, run by the
  *    build on this library: a linker drops hidden symbols from the
  *    dynamic table, so only a patched one has it there): dlsym skips it. */
 #ifndef _GNU_SOURCE
