@@ -16,6 +16,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "next_pass.h"
+
 #define EXPORT __attribute__((visibility("default")))
 
 static void *Next(const char *name) { return dlsym(RTLD_NEXT, name); }
@@ -36,21 +38,11 @@ EXPORT off_t next_shim_lseek_old(int, off_t, int)
 EXPORT off_t next_shim_lseek_new(int, off_t, int)
     __attribute__((alias("LseekNew")));
 
-static int Fsync(int fd) {
-  int (*f)(int);
-  void *p = Next("fsync");
-  memcpy(&f, &p, sizeof p);
-  return f(fd);
-}
+NEXT_PASS_INT_INT(Fsync, "fsync")
 static void *ResolveFsync(void) { return (void *)Fsync; }
 EXPORT int fsync(int) __attribute__((ifunc("ResolveFsync")));
 
-static int Dup(int fd) {
-  int (*f)(int);
-  void *p = Next("dup");
-  memcpy(&f, &p, sizeof p);
-  return f(fd);
-}
+NEXT_PASS_INT_INT(Dup, "dup")
 EXPORT int dup(int) __attribute__((alias("Dup")));
 
 static atomic_int g_openat_calls;

@@ -13,35 +13,17 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <dlfcn.h>
-#include <string.h>
+#include "next_pass.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
-static void *Next(const char *name) { return dlsym(RTLD_NEXT, name); }
-
-static int Dup(int fd) {
-  int (*f)(int);
-  void *p = Next("dup");
-  memcpy(&f, &p, sizeof p);
-  return f(fd);
-}
+NEXT_PASS_INT_INT(Dup, "dup")
 EXPORT int dup(int) __attribute__((alias("Dup")));
 
-static int Fsync(int fd) {
-  int (*f)(int);
-  void *p = Next("fsync");
-  memcpy(&f, &p, sizeof p);
-  return f(fd);
-}
+NEXT_PASS_INT_INT(Fsync, "fsync")
 EXPORT int fsync(int) __attribute__((weak, alias("Fsync")));
 
-static int Fdatasync(int fd) {
-  int (*f)(int);
-  void *p = Next("fdatasync");
-  memcpy(&f, &p, sizeof p);
-  return f(fd);
-}
+NEXT_PASS_INT_INT(Fdatasync, "fdatasync")
 EXPORT int fdatasync(int) __attribute__((alias("Fdatasync")));
 
 /* What the test compares the interposer's table with. */
