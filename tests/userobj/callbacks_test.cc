@@ -234,6 +234,61 @@ TEST_F(UserCallbacks, BlockingReadSleepsUntilNotifiedAndReady) {
   uepoll_obj_put(p.obj);
 }
 
+// ADD hooks the item's wait entry before it polls the object (the kernel's
+// ep_insert hooks inside the poll itself): a notify another thread makes
+// while that poll runs, after the callback read the object's state, reaches
+// the item. Deterministic where a stress test needs the scheduler: the
+// ADD's poll reads "not ready", then holds until the other thread made the
+// object ready and its notify returned.
+struct AddRace {
+  std::atomic<uint32_t> mask{0};
+  std::atomic<bool> hold{true};  // the next poll is the ADD's
+  std::atomic<int> step{0};      // 1: the poll read the state; 2: notified
+  uepoll_obj* obj = nullptr;
+};
+
+uint32_t PollThenLetANotifyIn(void* ctx) {
+  auto* r = static_cast<AddRace*>(ctx);
+  uint32_t m = r->mask.load();
+  if (r->hold.exchange(false)) {
+    r->step.store(1);
+    while (r->step.load() != 2) std::this_thread::yield();
+  }
+  return m;
+}
+
+const uepoll_obj_ops kAddRaceOps = {&PollThenLetANotifyIn, nullptr, nullptr,
+                                    nullptr};
+
+TEST_F(UserCallbacks, ANotifyWhileAddPollsReachesTheItem) {
+  for (uint32_t mode : {0u, uint32_t(EPOLLET)}) {
+    SCOPED_TRACE(mode ? "EPOLLET" : "level-triggered");
+    AddRace r;
+    int fd = uepoll_obj_create(&kAddRaceOps, &r, O_NONBLOCK, &r.obj);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    int ep = uepoll_epoll_create1(0);
+    ASSERT_GE(ep, 0);
+    std::thread notifier([&] {
+      while (r.step.load() != 1) std::this_thread::yield();
+      r.mask = EPOLLIN;
+      uepoll_obj_notify(r.obj, EPOLLIN);
+      r.step.store(2);
+    });
+    epoll_event ev{};
+    ev.events = EPOLLIN | mode;
+    ev.data.u64 = 7;
+    EXPECT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
+    notifier.join();
+    epoll_event out{};
+    EXPECT_EQ(uepoll_epoll_wait(ep, &out, 1, 0), 1);
+    EXPECT_EQ(out.events, uint32_t(EPOLLIN));
+    EXPECT_EQ(out.data.u64, 7u);
+    uepoll_close(ep);
+    uepoll_close(fd);
+    uepoll_obj_put(r.obj);
+  }
+}
+
 // --- misuse, debug builds only ---------------------------------------------
 
 #ifndef NDEBUG
