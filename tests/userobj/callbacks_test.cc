@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include <uepoll/debug.h>
@@ -234,59 +235,124 @@ TEST_F(UserCallbacks, BlockingReadSleepsUntilNotifiedAndReady) {
   uepoll_obj_put(p.obj);
 }
 
-// ADD hooks the item's wait entry before it polls the object (the kernel's
-// ep_insert hooks inside the poll itself): a notify another thread makes
-// while that poll runs, after the callback read the object's state, reaches
-// the item. Deterministic where a stress test needs the scheduler: the
-// ADD's poll reads "not ready", then holds until the other thread made the
-// object ready and its notify returned.
-struct AddRace {
+// --- what happens while a poll callback runs ------------------------------
+//
+// A user object whose poll, once armed, reads its state and then holds
+// until another thread has done something: a window of a few instructions
+// in the engine, which a stress test hits only when the scheduler helps,
+// made as wide as a test wants. (A poll callback must not block; this one
+// waits for a thread that takes none of the locks it runs under, which the
+// contract promises of the wakeup path.)
+struct HeldPoll {
   std::atomic<uint32_t> mask{0};
-  std::atomic<bool> hold{true};  // the next poll is the ADD's
-  std::atomic<int> step{0};      // 1: the poll read the state; 2: notified
+  std::atomic<bool> hold{false};  // the next poll holds
+  std::atomic<int> step{0};       // 1: that poll read the state; 2: done
   uepoll_obj* obj = nullptr;
 };
 
-uint32_t PollThenLetANotifyIn(void* ctx) {
-  auto* r = static_cast<AddRace*>(ctx);
-  uint32_t m = r->mask.load();
-  if (r->hold.exchange(false)) {
-    r->step.store(1);
-    while (r->step.load() != 2) std::this_thread::yield();
+uint32_t PollThenHold(void* ctx) {
+  auto* p = static_cast<HeldPoll*>(ctx);
+  uint32_t m = p->mask.load();
+  if (p->hold.exchange(false)) {
+    p->step.store(1);
+    while (p->step.load() != 2) std::this_thread::yield();
   }
   return m;
 }
 
-const uepoll_obj_ops kAddRaceOps = {&PollThenLetANotifyIn, nullptr, nullptr,
-                                    nullptr};
+const uepoll_obj_ops kHeldPollOps = {&PollThenHold, nullptr, nullptr, nullptr};
 
+// Runs `call` here, which must poll p, and `during` on another thread while
+// that poll holds; returns what `call` returned.
+template <class Call, class During>
+int WithPollHeld(HeldPoll& p, Call call, During during) {
+  std::atomic<bool> returned{false};
+  p.step = 0;
+  p.hold = true;
+  std::thread other([&] {
+    while (p.step.load() == 0 && !returned.load()) std::this_thread::yield();
+    if (p.step.load() != 1) return;
+    during();
+    p.step.store(2);
+  });
+  int r = call();
+  returned = true;
+  other.join();
+  EXPECT_EQ(p.step.load(), 2) << "the call did not poll the object";
+  p.hold = false;
+  return r;
+}
+
+// ADD hooks the item's wait entry before it polls the object (the kernel's
+// ep_insert hooks inside the poll itself): a notify made while that poll
+// runs, after the callback read the object's state, reaches the item.
 TEST_F(UserCallbacks, ANotifyWhileAddPollsReachesTheItem) {
   for (uint32_t mode : {0u, uint32_t(EPOLLET)}) {
     SCOPED_TRACE(mode ? "EPOLLET" : "level-triggered");
-    AddRace r;
-    int fd = uepoll_obj_create(&kAddRaceOps, &r, O_NONBLOCK, &r.obj);
+    HeldPoll p;
+    int fd = uepoll_obj_create(&kHeldPollOps, &p, O_NONBLOCK, &p.obj);
     ASSERT_GE(fd, 0) << strerror(errno);
     int ep = uepoll_epoll_create1(0);
     ASSERT_GE(ep, 0);
-    std::thread notifier([&] {
-      while (r.step.load() != 1) std::this_thread::yield();
-      r.mask = EPOLLIN;
-      uepoll_obj_notify(r.obj, EPOLLIN);
-      r.step.store(2);
-    });
     epoll_event ev{};
     ev.events = EPOLLIN | mode;
     ev.data.u64 = 7;
-    EXPECT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
-    notifier.join();
+    int r = WithPollHeld(
+        p, [&] { return uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev); },
+        [&] {
+          p.mask = EPOLLIN;
+          uepoll_obj_notify(p.obj, EPOLLIN);
+        });
+    EXPECT_EQ(r, 0);
     epoll_event out{};
     EXPECT_EQ(uepoll_epoll_wait(ep, &out, 1, 0), 1);
     EXPECT_EQ(out.events, uint32_t(EPOLLIN));
     EXPECT_EQ(out.data.u64, 7u);
     uepoll_close(ep);
     uepoll_close(fd);
-    uepoll_obj_put(r.obj);
+    uepoll_obj_put(p.obj);
   }
+}
+
+// An item that becomes ready while a harvest runs (the kernel's ovflist)
+// goes after the items that harvest did not reach, and before the
+// level-triggered items it reported (ep_done_scan splices the untouched
+// part of its list back in front): a harvest of one event from R, B, C
+// while D becomes ready leaves B, C, D, R.
+TEST_F(UserCallbacks, AnArrivalDuringAHarvestGoesAfterTheItemsItDidNotReach) {
+  HeldPoll r;
+  r.mask = EPOLLIN;
+  int rfd = uepoll_obj_create(&kHeldPollOps, &r, O_NONBLOCK, &r.obj);
+  ASSERT_GE(rfd, 0) << strerror(errno);
+  int b = uepoll_vpoll_create(EPOLLIN, O_NONBLOCK);
+  int c = uepoll_vpoll_create(EPOLLIN, O_NONBLOCK);
+  int d = uepoll_vpoll_create(0, O_NONBLOCK);
+  ASSERT_GE(b, 0);
+  ASSERT_GE(c, 0);
+  ASSERT_GE(d, 0);
+  int ep = uepoll_epoll_create1(0);
+  ASSERT_GE(ep, 0);
+  const int fds[] = {rfd, b, c, d};
+  for (int i = 0; i < 4; ++i) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = static_cast<uint64_t>(i);  // R 0, B 1, C 2, D 3
+    ASSERT_EQ(uepoll_epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev), 0);
+  }
+  epoll_event out[5]{};
+  int n = WithPollHeld(
+      r, [&] { return uepoll_epoll_wait(ep, out, 1, 0); },
+      [&] { uepoll_vpoll_ctl(d, UEPOLL_VPOLL_ADDEVENTS, EPOLLIN); });
+  ASSERT_EQ(n, 1);
+  EXPECT_EQ(out[0].data.u64, 0u);
+  n = uepoll_epoll_wait(ep, out, 5, 0);
+  ASSERT_EQ(n, 4);
+  std::string order;
+  for (int i = 0; i < n; ++i) order += "RBCD"[out[i].data.u64 & 3];
+  EXPECT_EQ(order, "BCDR");
+  uepoll_close(ep);
+  for (int fd : fds) uepoll_close(fd);
+  uepoll_obj_put(r.obj);
 }
 
 // --- misuse, debug builds only ---------------------------------------------
