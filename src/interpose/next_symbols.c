@@ -54,6 +54,7 @@
 #include <stdint.h>
 #include <stdlib.h> /* getenv */
 #include <string.h>
+#include <unistd.h> /* environ */
 
 #include "interpose/interpose.h"
 
@@ -289,8 +290,11 @@ static long Number(const char **s) {
 
 /* glibc 2.36 or later, whose dlsym(RTLD_NEXT) takes a name's default
  * version, as the walk does; no LD_DYNAMIC_WEAK and no auditor named in
- * the environment. */
+ * the environment. An environment libc has not set up yet says nothing
+ * (a sanitizer's start-up runs from the executable's preinit array, before
+ * libc sets environ, and calls names the interposer defines): no walk. */
 static int WalkAgreesWithThisLibc(void) {
+  if (environ == NULL) return 0;
   const char *v = gnu_get_libc_version();
   long major = Number(&v);
   long minor = *v == '.' ? (++v, Number(&v)) : 0;

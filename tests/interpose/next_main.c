@@ -43,6 +43,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,13 @@ static void *Entry(void *const *slot) {
 }
 
 static void Weak(void) {
+  /* The walk checks the first name an object answered against dlsym: dup
+   * must come first, or the check would catch what this mode is about. */
+  CHECK(offsetof(struct uepoll_libc_calls, dup) <
+                offsetof(struct uepoll_libc_calls, fsync) &&
+            offsetof(struct uepoll_libc_calls, dup) <
+                offsetof(struct uepoll_libc_calls, fdatasync),
+        "the table no longer lists dup before fsync and fdatasync");
   const struct uepoll_libc_calls *(*libc)(void);
   void *p = Need("uepoll_interpose_libc");
   memcpy(&libc, &p, sizeof p);
