@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -245,8 +246,9 @@ TEST_F(UserCallbacks, BlockingReadSleepsUntilNotifiedAndReady) {
 // contract promises of the wakeup path.)
 struct HeldPoll {
   std::atomic<uint32_t> mask{0};
-  std::atomic<bool> hold{false};  // the next poll holds
-  std::atomic<int> step{0};       // 1: that poll read the state; 2: done
+  std::atomic<bool> hold{false};     // the next poll holds
+  std::atomic<int> step{0};          // 1: that poll read the state; 2: done
+  std::atomic<bool> gave_up{false};  // the other thread never came
   uepoll_obj* obj = nullptr;
 };
 
@@ -255,7 +257,16 @@ uint32_t PollThenHold(void* ctx) {
   uint32_t m = p->mask.load();
   if (p->hold.exchange(false)) {
     p->step.store(1);
-    while (p->step.load() != 2) std::this_thread::yield();
+    // Bounded: an engine that made the other thread wait for this poll
+    // fails the test instead of hanging it.
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (p->step.load() != 2) {
+      if (std::chrono::steady_clock::now() > end) {
+        p->gave_up = true;
+        break;
+      }
+      std::this_thread::yield();
+    }
   }
   return m;
 }
@@ -279,6 +290,8 @@ int WithPollHeld(HeldPoll& p, Call call, During during) {
   returned = true;
   other.join();
   EXPECT_EQ(p.step.load(), 2) << "the call did not poll the object";
+  EXPECT_FALSE(p.gave_up.load())
+      << "the other thread could not act while the poll ran";
   p.hold = false;
   return r;
 }
