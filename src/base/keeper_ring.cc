@@ -10,6 +10,7 @@
 #include <atomic>
 
 #include "base/cancellable.h"
+#include "base/env.h"
 #include "base/sys.h"
 
 // Newer than the C library's headers on Debian 12 (Linux 6.1): the values
@@ -29,8 +30,11 @@ namespace uepoll::impl {
 bool KeeperRing::Allowed() {
   int a = allowed_.load(std::memory_order_relaxed);
   if (a < 0) {
-    const char* env = getenv("UEPOLL_KEEPER_RING");
-    a = env && strcmp(env, "0") == 0 ? 0 : 1;
+    // base/env.h; where it cannot tell yet, the default, asked again.
+    char env[4];
+    int found = uepoll_env_get("UEPOLL_KEEPER_RING", env, sizeof env);
+    a = found > 0 && strcmp(env, "0") == 0 ? 0 : 1;
+    if (found < 0 && environ == nullptr) return a == 1;
     int unknown = -1;
     if (!allowed_.compare_exchange_strong(unknown, a,
                                           std::memory_order_relaxed)) {

@@ -10,6 +10,7 @@
 #include <cassert>
 #include <new>
 
+#include "base/env.h"
 #include "base/fork_path.h"
 #include "base/mutex.h"
 #include "base/sys.h"
@@ -64,8 +65,11 @@ UEPOLL_FORK_PATH void FdTable::ForkChild() {
 
 FdTable::FdTable() {
   pthread_atfork(nullptr, nullptr, ForkChild);
-  const char* env = getenv("UEPOLL_FD_MODE");
-  if (env && strcmp(env, "disjoint") == 0) {
+  // base/env.h: the engine may be loaded, and this made, before libc has
+  // set environ up (a call from an executable's .preinit_array).
+  char env[16];
+  if (uepoll_env_get("UEPOLL_FD_MODE", env, sizeof env) > 0 &&
+      strcmp(env, "disjoint") == 0) {
     mode_.store(kModeDisjointBit, std::memory_order_relaxed);
   }
 }

@@ -40,6 +40,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 
+#include "base/env.h"
 #include "interpose/interpose.h"
 
 const struct uepoll_engine_calls *_Atomic uepoll_interpose_g_engine;
@@ -249,8 +250,9 @@ EXPORT void uepoll_interpose_attach(const struct uepoll_engine_calls *e) {
   WaitForEarlySigactions();
   uepoll_interpose_lock_handlers(&saved);
   WrapHandlersInstalledBefore(e);
-  const char *mode = getenv("UEPOLL_FORK_MODE");
-  if (mode == NULL || strcmp(mode, "copy") != 0) {
+  char mode[8];
+  if (uepoll_env_get("UEPOLL_FORK_MODE", mode, sizeof mode) <= 0 ||
+      strcmp(mode, "copy") != 0) {
     (void)e->uepoll_set_fork_mode(UEPOLL_FORK_SHARE);
   }
   atomic_store_explicit(&uepoll_interpose_g_engine, e, memory_order_release);

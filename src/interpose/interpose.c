@@ -44,6 +44,8 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "base/env.h"
+
 /* ---- libc's definitions --------------------------------------------- */
 
 static struct uepoll_libc_calls g_libc;
@@ -117,13 +119,18 @@ const struct uepoll_libc_calls *uepoll_interpose_libc_calls(void) {
  * command substitution) needs kernel pipes: UEPOLL_INTERPOSE=epoll,eventfd.
  * Every descriptor call still goes through uepoll, which passes the
  * kernel's descriptors on. */
-static unsigned g_kinds;
+enum { kKindsKnown = 1 << 30 };
+static atomic_uint g_kinds; /* 0 until known, then kKindsKnown | kinds */
 
 static int WordIs(const char *w, size_t n, const char *name) {
   return strlen(name) == n && memcmp(w, name, n) == 0;
 }
 
-static void ParseKinds(void) {
+/* The kinds the setting names. Read once it can be (base/env.h: also
+ * before libc has set environ up, from the initial environment); where
+ * it cannot be read yet, the default for this call, and read again at the
+ * next. Two threads that both read it store the same answer. */
+static unsigned ParseKinds(void) {
   static const struct {
     const char *name;
     unsigned bit;
@@ -131,29 +138,32 @@ static void ParseKinds(void) {
                 {"epoll", kEpoll},    {"eventfd", kEventfd},
                 {"pipe", kPipe},      {"socketpair", kSocketpair},
                 {"timerfd", kTimerfd}};
-  const char *s = getenv("UEPOLL_INTERPOSE");
-  if (s == NULL || *s == '\0') {
-    g_kinds = kAll;
-    return;
-  }
-  unsigned kinds = 0;
-  while (*s) {
-    size_t n = strcspn(s, ",");
-    for (size_t i = 0; i < sizeof kNames / sizeof kNames[0]; ++i) {
-      if (WordIs(s, n, kNames[i].name)) kinds |= kNames[i].bit;
+  char value[1024];
+  int found = uepoll_env_get("UEPOLL_INTERPOSE", value, sizeof value);
+  if (found < 0 && environ == NULL) return kAll;
+  unsigned kinds = kAll;
+  if (found > 0 && value[0] != '\0') {
+    kinds = 0;
+    for (const char *s = value; *s;) {
+      size_t n = strcspn(s, ",");
+      for (size_t i = 0; i < sizeof kNames / sizeof kNames[0]; ++i) {
+        if (WordIs(s, n, kNames[i].name)) kinds |= kNames[i].bit;
+      }
+      s += n;
+      if (*s == ',') ++s;
     }
-    s += n;
-    if (*s == ',') ++s;
+    /* The kernel's epoll cannot watch uepoll's objects (EPERM): whichever
+     * kind becomes uepoll's, so do the instances that watch it. */
+    if (kinds != 0) kinds |= kEpoll;
   }
-  /* The kernel's epoll cannot watch uepoll's objects (EPERM): whichever
-   * kind becomes uepoll's, so do the instances that watch it. */
-  if (kinds != 0) kinds |= kEpoll;
-  g_kinds = kinds;
+  atomic_store_explicit(&g_kinds, kKindsKnown | kinds, memory_order_relaxed);
+  return kinds;
 }
 
 int uepoll_interpose_uses(unsigned kind) {
-  Once(kOnceKinds, ParseKinds);
-  return (g_kinds & kind) != 0;
+  unsigned kinds = atomic_load_explicit(&g_kinds, memory_order_relaxed);
+  kinds = kinds != 0 ? kinds & ~kKindsKnown : ParseKinds();
+  return (kinds & kind) != 0;
 }
 
 /* ---- epoll ------------------------------------------------------------ */

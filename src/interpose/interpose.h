@@ -36,7 +36,7 @@ const struct uepoll_libc_calls *uepoll_interpose_libc_calls(void);
  * again, and resolves with dlsym only (uepoll_interpose_fork_child). Like
  * pthread_once, a signal handler that reaches the guard its own thread is
  * running waits for good. */
-enum { kOnceLibc, kOnceKinds, kOnceNext, kOnces };
+enum { kOnceLibc, kOnceNext, kOnces };
 enum { kOnceRunning = 1, kOnceDone = 2 };
 extern atomic_int uepoll_interpose_g_once[kOnces];
 void uepoll_interpose_once_slow(int which, void (*fn)(void));

@@ -52,10 +52,9 @@
 #include <gnu/libc-version.h>
 #include <link.h>
 #include <stdint.h>
-#include <stdlib.h> /* getenv */
 #include <string.h>
-#include <unistd.h> /* environ */
 
+#include "base/env.h"
 #include "interpose/interpose.h"
 
 /* A symbol's type and binding, in this process's ELF class. */
@@ -290,16 +289,17 @@ static long Number(const char **s) {
 
 /* glibc 2.36 or later, whose dlsym(RTLD_NEXT) takes a name's default
  * version, as the walk does; no LD_DYNAMIC_WEAK and no auditor named in
- * the environment. An environment libc has not set up yet says nothing
- * (a sanitizer's start-up runs from the executable's preinit array, before
- * libc sets environ, and calls names the interposer defines): no walk. */
+ * the environment. Where the environment cannot be read (before libc has
+ * set environ up, a sanitizer's start-up from the executable's preinit
+ * array, without /proc: base/env.h), no walk. */
 static int WalkAgreesWithThisLibc(void) {
-  if (environ == NULL) return 0;
   const char *v = gnu_get_libc_version();
   long major = Number(&v);
   long minor = *v == '.' ? (++v, Number(&v)) : 0;
+  char value[1]; /* only whether each is set matters */
   return (major > 2 || (major == 2 && minor >= 36)) &&
-         getenv("LD_DYNAMIC_WEAK") == NULL && getenv("LD_AUDIT") == NULL;
+         uepoll_env_get("LD_DYNAMIC_WEAK", value, sizeof value) == 0 &&
+         uepoll_env_get("LD_AUDIT", value, sizeof value) == 0;
 }
 
 atomic_int uepoll_interpose_g_walk_unsafe;

@@ -2,15 +2,33 @@
  * .preinit_array, which the dynamic loader calls before the initializers of
  * every shared library, libuepoll's and the interposer's included. It uses
  * epoll, a pipe and an eventfd; main() checks that every step worked, on
- * uepoll's objects when interposed, and that they still work now. */
+ * uepoll's objects when interposed, and that they still work now.
+ *   kernel   not interposed: every object the kernel's;
+ *   uepoll   interposed: every object uepoll's;
+ *   launch M not interposed: runs this program again as M (epoll or
+ *            disjoint), with only the environment below, preloading
+ *            $UEPOLL_TEST_PRELOAD; the settings are read from the
+ *            initial environment, since libc had not set environ up when
+ *            the first call read them (src/base/env.h):
+ *   epoll    UEPOLL_INTERPOSE=epoll made the instance uepoll's and the
+ *            pipe and the eventfd the kernel's, here and in main;
+ *            UEPOLL_FORK_MODE=copy is in force. The settings come past
+ *            20,000 bytes of another variable and after names that differ
+ *            from theirs by one character, and UEPOLL_INTERPOSE is named
+ *            twice (the first counts, as getenv's answer does);
+ *   disjoint every object uepoll's, numbered in UEPOLL_FD_MODE=disjoint
+ *            (whose instances cannot hold the kernel's pipe). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+
+#include <uepoll/uepoll.h>
 
 static int early_result = -1; /* 0: every step worked */
 static int early_fds[3] = {-1, -1, -1};
@@ -46,23 +64,101 @@ out:
 __attribute__((section(".preinit_array"),
                used)) static void (*const kPreinit)(void) = Early;
 
+static int Launch(const char *self, const char *mode) {
+  const char *preload = getenv("UEPOLL_TEST_PRELOAD");
+  if (preload == NULL) {
+    fprintf(stderr, "launch: set UEPOLL_TEST_PRELOAD to the interposer\n");
+    return 2;
+  }
+  static char filler[20000 + sizeof "FILLER="];
+  memcpy(filler, "FILLER=", 7);
+  memset(filler + 7, 'x', sizeof filler - 8);
+  char ld_preload[4096];
+  snprintf(ld_preload, sizeof ld_preload, "LD_PRELOAD=%s", preload);
+  char *epoll_env[] = {filler,
+                       "UEPOLL_INTERPOSEX=all",
+                       "UEPOLL_INTERPOS=all",
+                       "XUEPOLL_INTERPOSE=all",
+                       "UEPOLL_INTERPOSE=epoll",
+                       "UEPOLL_INTERPOSE=all",
+                       "UEPOLL_FORK_MODE=copy",
+                       ld_preload,
+                       NULL};
+  char *disjoint_env[] = {"UEPOLL_FD_MODE=disjoint", ld_preload, NULL};
+  char *args[] = {(char *)self, (char *)mode, NULL};
+  execve(self, args, strcmp(mode, "epoll") == 0 ? epoll_env : disjoint_env);
+  perror("launch: execve");
+  return 2;
+}
+
+static int (*Engine(const char *name))(int) {
+  int (*f)(int);
+  *(void **)&f = dlsym(RTLD_DEFAULT, name);
+  return f;
+}
+
+/* The settings of mode epoll or disjoint, in force in main. */
+static int CheckSettings(int epoll) {
+  int failures = 0;
+  int (*is_uepoll)(int) = Engine("uepoll_is_uepoll_fd");
+  int later_pipe[2];
+  int later_eventfd = eventfd(0, 0);
+  if (later_eventfd < 0 || pipe(later_pipe) != 0 ||
+      is_uepoll(later_eventfd) != !epoll ||
+      is_uepoll(later_pipe[0]) != !epoll) {
+    fprintf(stderr, "FAIL: main's pipe or eventfd is %s\n",
+            epoll ? "uepoll's" : "the kernel's");
+    ++failures;
+  }
+  failures += close(later_eventfd) != 0;
+  failures += close(later_pipe[0]) != 0 || close(later_pipe[1]) != 0;
+  int (*get_fork_mode)(void);
+  int (*get_fd_mode)(void);
+  *(void **)&get_fork_mode = dlsym(RTLD_DEFAULT, "uepoll_get_fork_mode");
+  *(void **)&get_fd_mode = dlsym(RTLD_DEFAULT, "uepoll_get_fd_mode");
+  int want_fork = epoll ? UEPOLL_FORK_COPY : UEPOLL_FORK_SHARE;
+  if (get_fork_mode == NULL || get_fork_mode() != want_fork) {
+    fprintf(stderr, "FAIL: the fork mode is not %d\n", want_fork);
+    ++failures;
+  }
+  int want_fd = epoll ? UEPOLL_FD_MODE_KERNEL : UEPOLL_FD_MODE_DISJOINT;
+  if (get_fd_mode == NULL || get_fd_mode() != want_fd) {
+    fprintf(stderr, "FAIL: the descriptor mode is not %d\n", want_fd);
+    ++failures;
+  }
+  return failures;
+}
+
 int main(int argc, char **argv) {
-  int expect_uepoll = argc == 2 && strcmp(argv[1], "uepoll") == 0;
+  const char *mode = argc >= 2 ? argv[1] : "";
+  if (strcmp(mode, "launch") == 0 && argc == 3) return Launch(argv[0], argv[2]);
+  /* Which of the instance, the pipe and the eventfd are uepoll's. */
+  int expect_uepoll[3] = {0, 0, 0};
+  int settings = strcmp(mode, "epoll") == 0 || strcmp(mode, "disjoint") == 0;
+  if (strcmp(mode, "uepoll") == 0 || strcmp(mode, "disjoint") == 0) {
+    expect_uepoll[0] = expect_uepoll[1] = expect_uepoll[2] = 1;
+  } else if (strcmp(mode, "epoll") == 0) {
+    expect_uepoll[0] = 1;
+  } else if (strcmp(mode, "kernel") != 0) {
+    fprintf(stderr, "usage: %s kernel|uepoll|launch epoll|launch disjoint\n",
+            argv[0]);
+    return 2;
+  }
   int failures = 0;
   if (early_result != 0) {
     fprintf(stderr, "FAIL: the early calls stopped at step %d\n", early_result);
     return 1;
   }
-  int (*is_uepoll)(int);
-  *(void **)&is_uepoll = dlsym(RTLD_DEFAULT, "uepoll_is_uepoll_fd");
+  int (*is_uepoll)(int) = Engine("uepoll_is_uepoll_fd");
   for (int i = 0; i < 3; ++i) {
     int got = is_uepoll ? is_uepoll(early_fds[i]) : 0;
-    if (got != expect_uepoll) {
+    if (got != expect_uepoll[i]) {
       fprintf(stderr, "FAIL: descriptor %d: uepoll_is_uepoll_fd %d\n",
               early_fds[i], got);
       ++failures;
     }
   }
+  if (settings) failures += CheckSettings(strcmp(mode, "epoll") == 0);
   /* The write end was closed in the constructor: end of file, reported. */
   struct epoll_event ev;
   char c;

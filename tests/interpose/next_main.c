@@ -14,6 +14,10 @@
  *                fsync, which it defines weak, its own too, or libc's
  *                where LD_DYNAMIC_WEAK is set; fdatasync, which it has
  *                as a hidden symbol, libc's;
+ *   weak-early   as weak, the table resolved from the executable's
+ *                .preinit_array, before libc has set environ up: whether
+ *                LD_DYNAMIC_WEAK is set comes from the initial
+ *                environment (src/base/env.h);
  *   forkwalk     a thread sits inside dl_iterate_phdr (holding the
  *                loader's list lock, which glibc does not reset in a
  *                child) while this thread forks: the child's first
@@ -305,6 +309,22 @@ static void Dlopened(const char *interposer, const char *shim) {
         calls());
 }
 
+static int early_environ_null = -1;
+
+/* Called with main's arguments, as the dynamic loader calls every entry of
+ * .preinit_array. dup(-1) reaches the interposer's dup, the first call to
+ * libc's table: the table is resolved here. */
+static void Early(int argc, char **argv, char **envp) {
+  (void)envp;
+  if (argc < 2 || strcmp(argv[1], "weak-early") != 0) return;
+  early_environ_null = environ == NULL;
+  (void)dup(-1);
+}
+
+__attribute__((section(".preinit_array"),
+               used)) static void (*const kEarly)(int, char **,
+                                                  char **) = Early;
+
 int main(int argc, char **argv) {
   alarm(30);
   const char *mode = argc >= 2 ? argv[1] : "";
@@ -314,6 +334,12 @@ int main(int argc, char **argv) {
     Table();
     Shim();
   } else if (strcmp(mode, "weak") == 0) {
+    Table();
+    Weak();
+  } else if (strcmp(mode, "weak-early") == 0) {
+    CHECK(early_environ_null == 1,
+          "environ in .preinit_array: %s (the case is not early)",
+          early_environ_null ? "not run" : "set");
     Table();
     Weak();
   } else if (strcmp(mode, "forkwalk") == 0) {
@@ -326,8 +352,8 @@ int main(int argc, char **argv) {
     Plugin(argv[2], argv[3]);
   } else {
     fprintf(stderr,
-            "usage: %s table|shim|weak|forkwalk|dlopen I S|check S|plugin "
-            "Y P\n",
+            "usage: %s table|shim|weak|weak-early|forkwalk|dlopen I S|check "
+            "S|plugin Y P\n",
             argv[0]);
     return 2;
   }
