@@ -51,7 +51,8 @@ static int FromInitialEnvironment(const char *name, char *buf, size_t len) {
                 O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) return -1;
   enum { kMatching, kSkipping, kCopying } state = kMatching;
-  size_t name_len = strlen(name);
+  size_t name_len = 0; /* by hand: no libc call before libc's start-up */
+  while (name[name_len] != '\0') ++name_len;
   size_t matched = 0; /* bytes of "name=" matched in this entry */
   size_t copied = 0;  /* bytes of the value copied to buf */
   int result = 0;
@@ -78,7 +79,7 @@ static int FromInitialEnvironment(const char *name, char *buf, size_t len) {
           buf[copied] = '\0';
           result = 1;
         } else if (copied + 1 >= len) {
-          result = -1;
+          result = -2;
         } else {
           buf[copied++] = c;
         }
@@ -100,13 +101,19 @@ static int FromInitialEnvironment(const char *name, char *buf, size_t len) {
   return result;
 }
 
+/* libc's start-up sets environ, then its program name (glibc's
+ * __libc_init_first: the name is "" until then, argv[0] after). */
+static int LibcStarted(void) {
+  return environ != NULL || program_invocation_name[0] != '\0';
+}
+
 int uepoll_env_get(const char *name, char *buf, size_t len) {
-  if (len == 0) return -1;
-  if (environ == NULL) return FromInitialEnvironment(name, buf, len);
+  if (len == 0) return -2;
+  if (!LibcStarted()) return FromInitialEnvironment(name, buf, len);
   const char *v = getenv(name);
   if (v == NULL) return 0;
   size_t n = strlen(v);
-  if (n >= len) return -1;
+  if (n >= len) return -2;
   memcpy(buf, v, n + 1);
   return 1;
 }

@@ -8,10 +8,12 @@
  * the first object loads), and a setting read once with getenv, which
  * finds nothing yet, would be lost for the whole process: UEPOLL_INTERPOSE,
  * UEPOLL_FORK_MODE, UEPOLL_FD_MODE, and the LD_* variables the
- * interposer's walk checks (interpose/next_symbols.c). So while environ is
- * null, the value comes from the initial environment, which the kernel
- * keeps readable at /proc/self/environ; a process that has cleared its
- * environment (clearenv sets environ to null) reads it there too.
+ * interposer's walk checks (interpose/next_symbols.c). So while libc's
+ * start-up has not run (environ null, and libc's program name still its
+ * empty initial value), the value comes from the initial environment,
+ * which the kernel keeps readable at /proc/self/environ. A process that
+ * has cleared its environment since (clearenv sets environ to null) has
+ * no variables, as getenv says.
  *
  * C, and compiled into both libraries (the engine and the interposer),
  * each its own hidden copy: the interposer calls it inside its libc
@@ -26,10 +28,12 @@
 extern "C" {
 #endif
 
-/* 1 with name's value in buf (NUL-terminated), 0 when name is not set,
- * -1 when this cannot tell: environ not set up and /proc/self/environ not
- * readable (no /proc mounted, an architecture without the raw calls), or
- * a value of len bytes or more. errno is left as it was. */
+/* 1 with name's value in buf (NUL-terminated); 0 when name is not set;
+ * -2 when it is set to a value of len bytes or more (buf unspecified);
+ * -1 when this cannot tell: libc's start-up has not run and
+ * /proc/self/environ cannot be read (no /proc mounted, an architecture
+ * without the raw calls), so the answer may differ once it has run.
+ * errno is left as it was. */
 __attribute__((visibility("hidden"))) int uepoll_env_get(const char *name,
                                                          char *buf, size_t len);
 

@@ -34,7 +34,7 @@ bool KeeperRing::Allowed() {
     char env[4];
     int found = uepoll_env_get("UEPOLL_KEEPER_RING", env, sizeof env);
     a = found > 0 && strcmp(env, "0") == 0 ? 0 : 1;
-    if (found < 0 && environ == nullptr) return a == 1;
+    if (found == -1) return a == 1;
     int unknown = -1;
     if (!allowed_.compare_exchange_strong(unknown, a,
                                           std::memory_order_relaxed)) {

@@ -127,9 +127,8 @@ static int WordIs(const char *w, size_t n, const char *name) {
 }
 
 /* The kinds the setting names. Read once it can be (base/env.h: also
- * before libc has set environ up, from the initial environment); where
- * it cannot be read yet, the default for this call, and read again at the
- * next. Two threads that both read it store the same answer. */
+ * before libc's start-up, from the initial environment); where it cannot
+ * be read yet, the default for this call, and read again at the next. */
 static unsigned ParseKinds(void) {
   static const struct {
     const char *name;
@@ -140,8 +139,8 @@ static unsigned ParseKinds(void) {
                 {"timerfd", kTimerfd}};
   char value[1024];
   int found = uepoll_env_get("UEPOLL_INTERPOSE", value, sizeof value);
-  if (found < 0 && environ == NULL) return kAll;
-  unsigned kinds = kAll;
+  if (found == -1) return kAll; /* not known yet */
+  unsigned kinds = kAll;        /* also for a value too long to be a list */
   if (found > 0 && value[0] != '\0') {
     kinds = 0;
     for (const char *s = value; *s;) {
@@ -156,7 +155,13 @@ static unsigned ParseKinds(void) {
      * kind becomes uepoll's, so do the instances that watch it. */
     if (kinds != 0) kinds |= kEpoll;
   }
-  atomic_store_explicit(&g_kinds, kKindsKnown | kinds, memory_order_relaxed);
+  /* The first answer stored is the one every caller gets. */
+  unsigned none = 0;
+  if (!atomic_compare_exchange_strong_explicit(
+          &g_kinds, &none, kKindsKnown | kinds, memory_order_relaxed,
+          memory_order_relaxed)) {
+    kinds = none & ~kKindsKnown;
+  }
   return kinds;
 }
 

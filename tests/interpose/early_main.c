@@ -18,6 +18,9 @@
  *            twice (the first counts, as getenv's answer does);
  *   disjoint every object uepoll's, numbered in UEPOLL_FD_MODE=disjoint
  *            (whose instances cannot hold the kernel's pipe). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
@@ -32,10 +35,12 @@
 
 static int early_result = -1; /* 0: every step worked */
 static int early_fds[3] = {-1, -1, -1};
+static int early_environ_null = -1;
 
 static void Early(void) {
   int p[2];
   int step = 1;
+  early_environ_null = environ == NULL;
   /* The first calls resolve libc's names in the interposer: a success
    * leaves errno alone all the same. */
   errno = 4321;
@@ -70,23 +75,38 @@ static int Launch(const char *self, const char *mode) {
     fprintf(stderr, "launch: set UEPOLL_TEST_PRELOAD to the interposer\n");
     return 2;
   }
-  static char filler[20000 + sizeof "FILLER="];
+  /* /proc/self/environ is read 512 bytes at a time: the filler and the
+   * three names before the setting (64 bytes) put "UEPOLL_INTERPOSE=" 8
+   * bytes before the 40th chunk's end, so its name crosses into the next. */
+  static char filler[20400 + sizeof "FILLER="];
   memcpy(filler, "FILLER=", 7);
   memset(filler + 7, 'x', sizeof filler - 8);
   char ld_preload[4096];
   snprintf(ld_preload, sizeof ld_preload, "LD_PRELOAD=%s", preload);
-  char *epoll_env[] = {filler,
-                       "UEPOLL_INTERPOSEX=all",
-                       "UEPOLL_INTERPOS=all",
-                       "XUEPOLL_INTERPOSE=all",
-                       "UEPOLL_INTERPOSE=epoll",
-                       "UEPOLL_INTERPOSE=all",
-                       "UEPOLL_FORK_MODE=copy",
-                       ld_preload,
-                       NULL};
-  char *disjoint_env[] = {"UEPOLL_FD_MODE=disjoint", ld_preload, NULL};
+  char *epoll_env[16] = {filler,
+                         "UEPOLL_INTERPOSEX=all",
+                         "UEPOLL_INTERPOS=all",
+                         "XUEPOLL_INTERPOSE=all",
+                         "UEPOLL_INTERPOSE=epoll",
+                         "UEPOLL_INTERPOSE=all",
+                         "UEPOLL_FORK_MODE=copy",
+                         ld_preload};
+  char *disjoint_env[16] = {"UEPOLL_FD_MODE=disjoint", ld_preload};
+  char **env = strcmp(mode, "epoll") == 0 ? epoll_env : disjoint_env;
+  /* The sanitizers' settings go on, after the ones above. */
+  static const char *const kKeep[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS",
+                                      "TSAN_OPTIONS", "LSAN_OPTIONS"};
+  char keep[4][1024];
+  int n = 0;
+  while (env[n] != NULL) ++n;
+  for (int i = 0; i < 4; ++i) {
+    const char *v = getenv(kKeep[i]);
+    if (v == NULL) continue;
+    snprintf(keep[i], sizeof keep[i], "%s=%s", kKeep[i], v);
+    env[n++] = keep[i];
+  }
   char *args[] = {(char *)self, (char *)mode, NULL};
-  execve(self, args, strcmp(mode, "epoll") == 0 ? epoll_env : disjoint_env);
+  execve("/proc/self/exe", args, env);
   perror("launch: execve");
   return 2;
 }
@@ -145,6 +165,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   int failures = 0;
+  if (settings && early_environ_null != 1) {
+    fprintf(stderr, "FAIL: environ was %s in .preinit_array\n",
+            early_environ_null ? "not looked at" : "set");
+    return 1;
+  }
   if (early_result != 0) {
     fprintf(stderr, "FAIL: the early calls stopped at step %d\n", early_result);
     return 1;
