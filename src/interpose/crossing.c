@@ -19,7 +19,10 @@
  *  - exec*(), posix_spawn*(), system(), popen(): the objects that have a
  *    number without FD_CLOEXEC (what the new image inherits), and each
  *    descriptor posix_spawn_file_actions_adddup2 names (glibc's spawn
- *    child makes its dup2 itself, unseen by the interposer).
+ *    child makes its dup2 itself, unseen by the interposer);
+ *  - the same through syscall() (interpose_syscall.c): SYS_fork is
+ *    _Fork, SYS_vfork vfork, SYS_execve and SYS_execveat the exec above,
+ *    SYS_clone and SYS_clone3 without CLONE_VM as _Fork (below).
  * UEPOLL_FORK_MODE=copy keeps the copies instead (docs/semantics.md D12).
  *
  * Objects that cannot be converted (epoll instances, timerfds, user
@@ -31,13 +34,17 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <uepoll/uepoll.h>
@@ -169,6 +176,45 @@ EXPORT pid_t _Fork(void) {
   pid_t pid = Next__Fork()();
   if (pid == 0) uepoll_interpose_fork_child();
   return pid;
+}
+
+/* syscall()'s SYS_clone and SYS_clone3. One that makes a process of its
+ * own memory (no CLONE_VM) is made as _Fork makes one: the objects that
+ * convert are shared with the child, and nothing else of libc's fork
+ * runs, as nothing would have. One that shares memory (a thread, a child
+ * that only execs) is passed on: its exec converts what it passes on.
+ * libc's syscall() is looked up here, not taken from libc's table: a
+ * library's constructor may fork while another thread resolves that
+ * table (interpose.next.forkctor.raw). */
+typedef long (*syscall_fn)(long, ...);
+NEXT(syscall_fn, syscall)
+
+/* Whether clone3's arguments at args (size bytes) leave out CLONE_VM.
+ * The flags are read with process_vm_readv, so that a bad pointer fails
+ * EFAULT in the kernel's clone3, as it would have, instead of faulting
+ * here; where that call is refused (a seccomp filter), the clone is
+ * taken as a process: converting costs the objects only their speed. */
+static int Clone3MakesAProcess(long args, long size) {
+  if (size < (long)sizeof(uint64_t)) return 0;
+  uint64_t flags = 0;
+  struct iovec local = {&flags, sizeof flags};
+  struct iovec remote = {(void *)args, sizeof flags};
+  long got = Next_syscall()(SYS_process_vm_readv, (long)getpid(), &local, 1L,
+                            &remote, 1L, 0L);
+  if (got != (long)sizeof flags) return errno != EFAULT;
+  return (flags & CLONE_VM) == 0;
+}
+
+long uepoll_interpose_clone(long n, long a0, long a1, long a2, long a3, long a4,
+                            long a5) {
+  int saved = errno;
+  int process =
+      n == SYS_clone ? (a0 & CLONE_VM) == 0 : Clone3MakesAProcess(a0, a1);
+  if (process && Sharing()) Engine()->uepoll_export_all(0);
+  errno = saved;
+  long r = Next_syscall()(n, a0, a1, a2, a3, a4, a5);
+  if (process && r == 0) uepoll_interpose_fork_child();
+  return r;
 }
 
 /* vfork as fork, the parent held until the child execs or exits: a

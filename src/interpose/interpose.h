@@ -88,6 +88,10 @@ static inline const struct uepoll_engine_calls *Engine(void) {
   return atomic_load_explicit(&uepoll_interpose_g_engine, memory_order_acquire);
 }
 
+/* syscall()'s SYS_clone and SYS_clone3 (crossing.c). */
+long uepoll_interpose_clone(long n, long a0, long a1, long a2, long a3, long a4,
+                            long a5);
+
 /* The engine for a new uepoll object, loaded now if it is not yet in the
  * process. Null if it cannot be loaded (said once on stderr): the object
  * is then the kernel's (interpose/engine.c). */

@@ -202,6 +202,20 @@ static int Constructs(long n) {
  * which hold the modes and the stale-object checks. */
 static long Dispatch(long n, long a0, long a1, long a2, long a3, long a4,
                      long a5) {
+  /* A new process: through the interposer's fork, vfork and _Fork, which
+   * convert what crosses (crossing.c). First, and without libc's table:
+   * a library's constructor may fork while another thread resolves it. */
+  switch (n) {
+    case SYS_fork:
+      return _Fork();
+    case SYS_vfork:
+      return vfork();
+    case SYS_clone:
+    case SYS_clone3:
+      return uepoll_interpose_clone(n, a0, a1, a2, a3, a4, a5);
+    default:
+      break;
+  }
   /* Before the engine is in the process, only a constructor can concern
    * uepoll; below, Engine() is never null. */
   if (Engine() == NULL && !Constructs(n)) {
@@ -361,6 +375,14 @@ static long Dispatch(long n, long a0, long a1, long a2, long a3, long a4,
     case SYS_statx:
       return Engine()->uepoll_statx((int)a0, (const char *)a1, (int)a2,
                                     (unsigned)a3, (struct statx *)a4);
+
+    /* A new image: through the interposer's exec, which converts what
+     * it passes on (crossing.c). */
+    case SYS_execve:
+      return execve((const char *)a0, (char *const *)a1, (char *const *)a2);
+    case SYS_execveat:
+      return execveat((int)a0, (const char *)a1, (char *const *)a2,
+                      (char *const *)a3, (int)a4);
 
     /* New kernel numbers: a stale uepoll object there is released. */
     case SYS_open:

@@ -2,7 +2,10 @@
  * runs before the interposer's (next_ctor_main.c). With NEXT_CTOR set, it
  * starts a thread whose close() makes the interposer resolve libc's
  * table, holds that thread inside the resolution's walk (next_hold.so),
- * and forks. The child goes on starting up, so the interposer's
+ * and forks (NEXT_CTOR=raw: by syscall(SYS_fork); NEXT_CTOR=clone: by
+ * syscall(SYS_clone), each of which reaches the interposer's syscall()
+ * before anything else of it has run). The child
+ * goes on starting up, so the interposer's
  * constructor runs in it with the table's guard running in a thread the
  * child does not have, and the loader's list lock held for good: it must
  * finish. The parent waits up to ten seconds for the child. */
@@ -15,6 +18,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,7 +61,11 @@ __attribute__((constructor)) static void Ctor(void) {
     }
     sched_yield();
   }
-  pid_t pid = fork();
+  const char *how = getenv("NEXT_CTOR");
+  pid_t pid = strcmp(how, "raw") == 0 ? (pid_t)syscall(SYS_fork)
+              : strcmp(how, "clone") == 0
+                  ? (pid_t)syscall(SYS_clone, (long)SIGCHLD, 0L, 0L, 0L, 0L)
+                  : fork();
   if (pid == 0) {
     g_is_child = 1;
     return; /* the child starts up: the interposer's constructor next */

@@ -5,7 +5,8 @@
  * it was killed after ten seconds (it waited for the guard, or for the
  * loader's list lock, for good), 4 the thread was never held, -1 the
  * set-up failed. Run with LD_PRELOAD="<interposer>:next_hold.so" and
- * NEXT_CTOR=1. */
+ * NEXT_CTOR=1, or NEXT_CTOR=raw or clone (interpose.next.forkctor.raw,
+ * .clone: the fork is syscall(SYS_fork) or syscall(SYS_clone)). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

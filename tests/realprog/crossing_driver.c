@@ -10,11 +10,17 @@
  *  - fork: a socket pair whose buffered bytes and later writes both sides
  *    see; an eventfd the child signals;
  *  - `sh -c 'ls / | wc -l'` under the same environment: the shell's own
- *    pipe crosses its fork and exec.
+ *    pipe crosses its fork and exec;
+ *  - syscall(): a child made by SYS_fork, SYS_clone and SYS_clone3 (no
+ *    CLONE_VM) writes into a pipe its parent reads, and an image started
+ *    by SYS_execve reads a pipe made after the fork. (SYS_vfork cannot be
+ *    called safely from C: its child returns into the frame its parent
+ *    is suspended in. Untested.)
  * Prints what failed; exit 0 when nothing did. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +28,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,11 +159,77 @@ static void ShellPipeline(void) {
   close(out[0]);
 }
 
+/* clone3's arguments, version 0 (64 bytes), as the kernel reads them. */
+struct CloneArgs {
+  uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size,
+      tls;
+};
+
+static void RawProcessesShareAPipe(void) {
+  static const char *const kHow[] = {"SYS_fork", "SYS_clone", "SYS_clone3"};
+  for (int how = 0; how < 3; ++how) {
+    int p[2];
+    CHECK(pipe(p) == 0);
+    struct CloneArgs args = {.exit_signal = SIGCHLD};
+    long pid = how == 0   ? syscall(SYS_fork)
+               : how == 1 ? syscall(SYS_clone, (long)SIGCHLD, 0L, 0L, 0L, 0L)
+                          : syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0) {
+      char c = (char)('a' + how);
+      _exit(write(p[1], &c, 1) == 1 ? 0 : 1);
+    }
+    if (pid < 0) {
+      printf("FAILED: %s: errno %d\n", kHow[how], errno);
+      ++failures;
+      continue;
+    }
+    close(p[1]);
+    /* The child's write, or end of file at its exit if it wrote into a
+     * copy of the pipe that is not the parent's. */
+    char c = 0;
+    if (ReadAll(p[0], &c, 1) != 1 || c != 'a' + how) {
+      printf("FAILED: %s: the child's byte did not reach the parent\n",
+             kHow[how]);
+      ++failures;
+    }
+    CHECK(Wait((pid_t)pid) == 0);
+    close(p[0]);
+  }
+}
+
+static void RawExecvePassesAPipeMadeAfterTheFork(void) {
+  int out[2];
+  CHECK(pipe(out) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* The pipe's read end at 7, the parent's write end at 8 (dash reads
+     * one digit), each moved past 30 first so that neither dup2 closes
+     * the other. */
+    int q[2];
+    if (pipe(q) != 0 || write(q[1], "raw exec\n", 9) != 9 || close(q[1]) != 0) {
+      _exit(3);
+    }
+    int r = fcntl(q[0], F_DUPFD, 30), w = fcntl(out[1], F_DUPFD, 30);
+    if (r < 0 || w < 0 || dup2(r, 7) != 7 || dup2(w, 8) != 8) _exit(3);
+    char *argv[] = {"sh", "-c", "cat <&7 >&8", NULL};
+    syscall(SYS_execve, "/bin/sh", argv, environ);
+    _exit(127);
+  }
+  close(out[1]);
+  char buf[32] = {0};
+  CHECK(ReadAll(out[0], buf, sizeof buf - 1) == 9);
+  CHECK(strcmp(buf, "raw exec\n") == 0);
+  CHECK(Wait(pid) == 0);
+  close(out[0]);
+}
+
 int main(void) {
   VforkChildChangesOnlyItsOwnTable();
   PosixSpawnDup2sACloexecPipe();
   ForkSharesSocketPairAndEventfd();
   ShellPipeline();
+  RawProcessesShareAPipe();
+  RawExecvePassesAPipeMadeAfterTheFork();
   printf("%s\n", failures ? "FAILED" : "ok");
   return failures ? 1 : 0;
 }
