@@ -185,7 +185,7 @@ EXPORT pid_t _Fork(void) {
  * that only execs) is passed on: its exec converts what it passes on.
  * libc's syscall() is looked up here, not taken from libc's table: a
  * library's constructor may fork while another thread resolves that
- * table (interpose.next.forkctor.raw). */
+ * table (interpose.next.forkctor.clone). */
 typedef long (*syscall_fn)(long, ...);
 NEXT(syscall_fn, syscall)
 
