@@ -178,43 +178,107 @@ EXPORT pid_t _Fork(void) {
   return pid;
 }
 
-/* syscall()'s SYS_clone and SYS_clone3. One that makes a process of its
- * own memory (no CLONE_VM) is made as _Fork makes one: the objects that
- * convert are shared with the child, and nothing else of libc's fork
- * runs, as nothing would have. One that shares memory (a thread, a child
- * that only execs) is passed on: its exec converts what it passes on.
- * libc's syscall() is looked up here, not taken from libc's table: a
- * library's constructor may fork while another thread resolves that
- * table (interpose.next.forkctor.clone). */
+/* A new process or image made without libc's fork, vfork or exec:
+ * syscall()'s SYS_fork, SYS_clone and SYS_clone3, and libc's clone(). One
+ * of its own memory (no CLONE_VM) is made as _Fork makes one: the objects
+ * that convert are shared with the child, which runs the fork-child
+ * check; nothing else of libc's fork runs, as nothing would have. One
+ * that shares memory but is not a thread (CLONE_VM without CLONE_THREAD:
+ * a child that execs, as posix_spawn's does) converts the objects its
+ * exec would pass on, in the parent, first, as posix_spawn does here: the
+ * child's own exec would convert them in the memory it shares with its
+ * parent, and give the new kernel descriptors to its own table only. */
+enum CloneKind { kThread, kProcess, kSharedMemory };
+
+static enum CloneKind KindOf(uint64_t flags) {
+  if ((flags & CLONE_VM) == 0) return kProcess;
+  return (flags & CLONE_THREAD) ? kThread : kSharedMemory;
+}
+
+/* Before the clone; errno is the caller's again afterwards. */
+static void BeforeClone(enum CloneKind kind) {
+  if (kind == kThread || !Sharing()) return;
+  int saved = errno;
+  Engine()->uepoll_export_all(kind == kProcess ? 0 : UEPOLL_EXPORT_INHERITABLE);
+  errno = saved;
+}
+
+/* libc's syscall(): from libc's table once that is resolved, else looked
+ * up here (a library's constructor may fork while another thread
+ * resolves the table: interpose.next.forkctor.clone). */
 typedef long (*syscall_fn)(long, ...);
 NEXT(syscall_fn, syscall)
+static syscall_fn RawSyscall(void) {
+  if (atomic_load_explicit(&uepoll_interpose_g_once[kOnceLibc],
+                           memory_order_acquire) == kOnceDone) {
+    return Libc()->syscall;
+  }
+  return Next_syscall();
+}
 
-/* Whether clone3's arguments at args (size bytes) leave out CLONE_VM.
- * The flags are read with process_vm_readv, so that a bad pointer fails
- * EFAULT in the kernel's clone3, as it would have, instead of faulting
- * here; where that call is refused (a seccomp filter), the clone is
- * taken as a process: converting costs the objects only their speed. */
-static int Clone3MakesAProcess(long args, long size) {
-  if (size < (long)sizeof(uint64_t)) return 0;
+/* clone3's kind, its flags read with process_vm_readv, so that a bad
+ * pointer fails EFAULT in the kernel's clone3, as it would have, instead
+ * of faulting here. Where that call is refused (a seccomp filter), a
+ * process: converting costs the objects only their speed. */
+static enum CloneKind Clone3Kind(long args, long size) {
+  if (size < (long)sizeof(uint64_t)) return kThread; /* EINVAL: nothing */
   uint64_t flags = 0;
   struct iovec local = {&flags, sizeof flags};
   struct iovec remote = {(void *)args, sizeof flags};
-  long got = Next_syscall()(SYS_process_vm_readv, (long)getpid(), &local, 1L,
-                            &remote, 1L, 0L);
-  if (got != (long)sizeof flags) return errno != EFAULT;
-  return (flags & CLONE_VM) == 0;
+  long got = RawSyscall()(SYS_process_vm_readv, (long)getpid(), &local, 1L,
+                          &remote, 1L, 0L);
+  if (got != (long)sizeof flags) return errno == EFAULT ? kThread : kProcess;
+  return KindOf(flags);
 }
 
 long uepoll_interpose_clone(long n, long a0, long a1, long a2, long a3, long a4,
                             long a5) {
   int saved = errno;
-  int process =
-      n == SYS_clone ? (a0 & CLONE_VM) == 0 : Clone3MakesAProcess(a0, a1);
-  if (process && Sharing()) Engine()->uepoll_export_all(0);
+  enum CloneKind kind = n == SYS_fork    ? kProcess
+                        : n == SYS_clone ? KindOf((uint64_t)a0)
+                                         : Clone3Kind(a0, a1);
   errno = saved;
-  long r = Next_syscall()(n, a0, a1, a2, a3, a4, a5);
-  if (process && r == 0) uepoll_interpose_fork_child();
+  BeforeClone(kind);
+  long r = RawSyscall()(n, a0, a1, a2, a3, a4, a5);
+  if (kind == kProcess && r == 0) uepoll_interpose_fork_child();
   return r;
+}
+
+/* libc's clone(): the child of a process clone starts with the fork-child
+ * check, then the caller's function, given its argument from the child's
+ * copy of this frame. The three optional arguments are read whatever the
+ * caller passed, as libc's clone (assembly) reads their registers. */
+typedef int (*clone_fn)(int (*)(void *), void *, int, void *, ...);
+NEXT(clone_fn, clone)
+
+struct CloneStart {
+  int (*fn)(void *);
+  void *arg;
+};
+
+static int ProcessCloneStart(void *p) {
+  const struct CloneStart *start = p;
+  uepoll_interpose_fork_child();
+  return start->fn(start->arg);
+}
+
+__attribute__((no_sanitize_address)) EXPORT int clone(int (*fn)(void *),
+                                                      void *stack, int flags,
+                                                      void *arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  pid_t *parent_tid = va_arg(ap, pid_t *);
+  void *tls = va_arg(ap, void *);
+  pid_t *child_tid = va_arg(ap, pid_t *);
+  va_end(ap);
+  enum CloneKind kind = KindOf((uint64_t)(unsigned)flags);
+  BeforeClone(kind);
+  if (kind != kProcess) {
+    return Next_clone()(fn, stack, flags, arg, parent_tid, tls, child_tid);
+  }
+  struct CloneStart start = {fn, arg};
+  return Next_clone()(ProcessCloneStart, stack, flags, &start, parent_tid, tls,
+                      child_tid);
 }
 
 /* vfork as fork, the parent held until the child execs or exits: a

@@ -88,7 +88,7 @@ static inline const struct uepoll_engine_calls *Engine(void) {
   return atomic_load_explicit(&uepoll_interpose_g_engine, memory_order_acquire);
 }
 
-/* syscall()'s SYS_clone and SYS_clone3 (crossing.c). */
+/* syscall()'s SYS_fork, SYS_clone and SYS_clone3 (crossing.c). */
 long uepoll_interpose_clone(long n, long a0, long a1, long a2, long a3, long a4,
                             long a5);
 

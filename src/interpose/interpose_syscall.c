@@ -202,14 +202,13 @@ static int Constructs(long n) {
  * which hold the modes and the stale-object checks. */
 static long Dispatch(long n, long a0, long a1, long a2, long a3, long a4,
                      long a5) {
-  /* A new process: through the interposer's fork, vfork and _Fork, which
-   * convert what crosses (crossing.c). First, and without libc's table:
-   * a library's constructor may fork while another thread resolves it. */
+  /* A new process: as the interposer's vfork, or converting what crosses
+   * as its _Fork does (crossing.c). First, and without libc's table: a
+   * library's constructor may fork while another thread resolves it. */
   switch (n) {
-    case SYS_fork:
-      return _Fork();
     case SYS_vfork:
       return vfork();
+    case SYS_fork:
     case SYS_clone:
     case SYS_clone3:
       return uepoll_interpose_clone(n, a0, a1, a2, a3, a4, a5);
