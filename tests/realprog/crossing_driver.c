@@ -252,17 +252,23 @@ static int CloneChildExecs(void *arg) {
 static void LibcCloneCrosses(void) {
   static char stack[256 * 1024] __attribute__((aligned(16)));
   char *top = stack + sizeof stack;
+  /* A child of its own memory; the parent's read ends at the child's
+   * exit if the byte went into a copy of the pipe. */
   int p[2];
   CHECK(pipe(p) == 0);
   g_clone_fd = p[1];
   pid_t pid = clone(CloneChildWrites, top, SIGCHLD, NULL);
   CHECK(pid > 0);
+  CHECK(close(p[1]) == 0);
   char c = 0;
-  CHECK(read(p[0], &c, 1) == 1 && c == 'c');
+  CHECK(ReadAll(p[0], &c, 1) == 1 && c == 'c');
   CHECK(Wait(pid) == 0);
-  /* A child that execs, sharing memory; its shell writes into the
-   * parent's pipe through the number the parent made non-close-on-exec
+  CHECK(close(p[0]) == 0);
+  /* A child that execs, sharing memory, with a pipe made since (the
+   * clone above converted every object there was); its shell writes
+   * into the pipe through the number the parent made non-close-on-exec
    * at 8 (dash reads one digit). */
+  CHECK(pipe(p) == 0);
   int w = fcntl(p[1], F_DUPFD, 30);
   CHECK(w >= 0 && dup2(w, 8) == 8 && close(w) == 0);
   char *argv[] = {"sh", "-c", "printf shell >&8", NULL};
