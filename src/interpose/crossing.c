@@ -20,9 +20,11 @@
  *    number without FD_CLOEXEC (what the new image inherits), and each
  *    descriptor posix_spawn_file_actions_adddup2 names (glibc's spawn
  *    child makes its dup2 itself, unseen by the interposer);
- *  - the same through syscall() (interpose_syscall.c): SYS_fork is
- *    _Fork, SYS_vfork vfork, SYS_execve and SYS_execveat the exec above,
- *    SYS_clone and SYS_clone3 without CLONE_VM as _Fork (below).
+ *  - the same through syscall() (interpose_syscall.c) and libc's
+ *    clone(): SYS_vfork is vfork, SYS_execve and SYS_execveat the exec
+ *    above; SYS_fork, and a clone without CLONE_VM, as _Fork; a clone
+ *    with CLONE_VM that is not a thread as an exec, in the parent
+ *    (below).
  * UEPOLL_FORK_MODE=copy keeps the copies instead (docs/semantics.md D12).
  *
  * Objects that cannot be converted (epoll instances, timerfds, user
