@@ -186,10 +186,11 @@ EXPORT pid_t _Fork(void) {
  * that convert are shared with the child, which runs the fork-child
  * check; nothing else of libc's fork runs, as nothing would have. One
  * that shares memory but is not a thread (CLONE_VM without CLONE_THREAD:
- * a child that execs, as posix_spawn's does) converts the objects its
- * exec would pass on, in the parent, first, as posix_spawn does here: the
- * child's own exec would convert them in the memory it shares with its
- * parent, and give the new kernel descriptors to its own table only. */
+ * a child that execs, as posix_spawn's does) converts every object too,
+ * in the parent, first: the child's dup2 of a close-on-exec pipe onto its
+ * stdout, and its exec, would otherwise convert in the memory it shares
+ * with its parent and give the new kernel descriptors to its own table
+ * only (the parent's read end then fails EBADF). */
 enum CloneKind { kThread, kProcess, kSharedMemory };
 
 static enum CloneKind KindOf(uint64_t flags) {
@@ -201,7 +202,7 @@ static enum CloneKind KindOf(uint64_t flags) {
 static void BeforeClone(enum CloneKind kind) {
   if (kind == kThread || !Sharing()) return;
   int saved = errno;
-  Engine()->uepoll_export_all(kind == kProcess ? 0 : UEPOLL_EXPORT_INHERITABLE);
+  Engine()->uepoll_export_all(0);
   errno = saved;
 }
 
@@ -274,6 +275,8 @@ __attribute__((no_sanitize_address)) EXPORT int clone(int (*fn)(void *),
   pid_t *child_tid = va_arg(ap, pid_t *);
   va_end(ap);
   enum CloneKind kind = KindOf((uint64_t)(unsigned)flags);
+  /* No function or stack: libc's EINVAL, nothing converted. */
+  if (fn == NULL || stack == NULL) kind = kThread;
   BeforeClone(kind);
   if (kind != kProcess) {
     return Next_clone()(fn, stack, flags, arg, parent_tid, tls, child_tid);

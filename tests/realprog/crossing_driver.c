@@ -19,7 +19,9 @@
  *    Untested.)
  *  - libc's clone(): a child of its own memory writes into the parent's
  *    pipe; a CLONE_VM|CLONE_VFORK child execs a shell that writes into
- *    it, and the parent's own writes still reach it.
+ *    it, and the parent's own writes still reach it; another dup2s a
+ *    close-on-exec pipe onto its stdout before its exec; clone() without
+ *    a function fails EINVAL.
  * Prints what failed; exit 0 when nothing did. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -249,6 +251,11 @@ static int CloneChildExecs(void *arg) {
   _exit(127);
 }
 
+static int CloneChildDupsAndExecs(void *arg) {
+  if (dup2(g_clone_fd, 1) != 1) _exit(3);
+  return CloneChildExecs(arg);
+}
+
 static void LibcCloneCrosses(void) {
   static char stack[256 * 1024] __attribute__((aligned(16)));
   char *top = stack + sizeof stack;
@@ -281,6 +288,22 @@ static void LibcCloneCrosses(void) {
   CHECK(ReadAll(p[0], buf, sizeof buf - 1) == 12);
   CHECK(strcmp(buf, "shell+parent") == 0);
   close(p[0]);
+  /* The usual spawn: a close-on-exec pipe, dup2'ed onto the child's
+   * stdout by the child itself. */
+  CHECK(pipe2(p, O_CLOEXEC) == 0);
+  g_clone_fd = p[1];
+  char *argv2[] = {"sh", "-c", "printf stdout", NULL};
+  pid = clone(CloneChildDupsAndExecs, top, CLONE_VM | CLONE_VFORK | SIGCHLD,
+              argv2);
+  CHECK(pid > 0);
+  CHECK(Wait(pid) == 0);
+  CHECK(close(p[1]) == 0);
+  memset(buf, 0, sizeof buf);
+  CHECK(ReadAll(p[0], buf, sizeof buf - 1) == 6);
+  CHECK(strcmp(buf, "stdout") == 0);
+  close(p[0]);
+  errno = 0;
+  CHECK(clone(NULL, top, SIGCHLD, NULL) == -1 && errno == EINVAL);
 }
 
 int main(void) {
