@@ -23,8 +23,8 @@
  *  - the same through syscall() (interpose_syscall.c) and libc's
  *    clone(): SYS_vfork is vfork, SYS_execve and SYS_execveat the exec
  *    above; SYS_fork, and a clone without CLONE_VM, as _Fork; a clone
- *    with CLONE_VM that is not a thread as an exec, in the parent
- *    (below).
+ *    with CLONE_VM that is not a thread converts every object too, in
+ *    the parent (below).
  * UEPOLL_FORK_MODE=copy keeps the copies instead (docs/semantics.md D12).
  *
  * Objects that cannot be converted (epoll instances, timerfds, user

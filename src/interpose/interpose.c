@@ -156,11 +156,11 @@ static unsigned ParseKinds(void) {
     if (kinds != 0) kinds |= kEpoll;
   }
   /* The first answer stored is the one every caller gets. */
-  unsigned none = 0;
+  unsigned stored = 0;
   if (!atomic_compare_exchange_strong_explicit(
-          &g_kinds, &none, kKindsKnown | kinds, memory_order_relaxed,
+          &g_kinds, &stored, kKindsKnown | kinds, memory_order_relaxed,
           memory_order_relaxed)) {
-    kinds = none & ~kKindsKnown;
+    kinds = stored & ~kKindsKnown;
   }
   return kinds;
 }
